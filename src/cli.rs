@@ -1,0 +1,83 @@
+//! The command line (DESIGN §6). Every `run` flag has a config-file key of the same name
+//! (dashes become underscores); flags win over the file.
+
+use crate::parse::Format;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pipeline-pulse",
+    version,
+    about = "Watches a long-running LLM batch-inference job and serves its progress to Prometheus."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Follow a run's logs and serve /metrics.
+    Run(RunArgs),
+    /// Simulate a pipeline in a folder and watch it with the real sidecar.
+    Demo(DemoArgs),
+    /// Validate a config file and print the effective configuration.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// TOML config file; flags given here override its keys.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A progress log to follow (repeatable). It may not exist yet.
+    #[arg(long = "log", value_name = "PATH")]
+    pub logs: Vec<PathBuf>,
+    /// Format of the logs given with --log.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub log_format: Option<Format>,
+    /// Regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition),
+    /// for --log-format regex.
+    #[arg(long, value_name = "RE")]
+    pub log_regex: Option<String>,
+    /// Address to serve /metrics on [default: 0.0.0.0:9721].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Directory for state kept across restarts.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// How often to check the inputs for new data, e.g. 250ms [default: 250ms].
+    #[arg(long, value_name = "DURATION")]
+    pub poll_interval: Option<String>,
+    /// Read every input to its end, print the exposition to stdout, and exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Address to serve the demo sidecar on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9721")]
+    pub listen: String,
+    /// Folder for the simulated pipeline [default: ./pulse-demo].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Speed-up of the simulation (2 runs twice as fast).
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Stop by itself after this long, e.g. 2m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (try 90s, 10m or 1h30m)"))
+}

@@ -1,0 +1,380 @@
+//! Configuration: a TOML file and the command line merged into one validated [`Config`].
+//!
+//! Parsing is two-step: serde reads the file into a [`RawConfig`] of plain strings, the flags
+//! are laid over it, and [`RawConfig::validate`] turns it into typed values. Validating after
+//! the merge means an error names the key whichever way the value came in.
+
+use crate::cli::RunArgs;
+use crate::parse::{Format, Parser, RegexFormat, RunInference, Tqdm};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
+pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
+/// Long enough for any progress line or traceback frame; short enough that a runaway line
+/// costs a bounded amount of memory.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: key `{key}`: {message}")]
+    Syntax {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The file as written: every key optional, values not yet interpreted.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub listen: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    pub poll_interval: Option<String>,
+    pub max_line_bytes: Option<usize>,
+    #[serde(default)]
+    pub logs: Vec<RawLog>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub format: Format,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+/// The validated configuration the sidecar runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub state_dir: Option<PathBuf>,
+    pub poll_interval: Duration,
+    pub max_line_bytes: usize,
+    pub logs: Vec<LogConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    pub path: PathBuf,
+    pub parser: Parser,
+    format: Format,
+    regex: Option<String>,
+}
+
+impl RawConfig {
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            key: key_at(&text, e.span()).unwrap_or_else(|| "(file)".to_owned()),
+            message: e.message().to_owned(),
+        })
+    }
+
+    /// Lays the flags over the file: a flag given wins over its key.
+    pub fn merge_args(&mut self, args: &RunArgs) {
+        if let Some(listen) = &args.listen {
+            self.listen = Some(listen.clone());
+        }
+        if let Some(dir) = &args.state_dir {
+            self.state_dir = Some(dir.clone());
+        }
+        if let Some(interval) = &args.poll_interval {
+            self.poll_interval = Some(interval.clone());
+        }
+        if !args.logs.is_empty() {
+            self.logs = args
+                .logs
+                .iter()
+                .map(|path| RawLog {
+                    path: path.clone(),
+                    ..RawLog::default()
+                })
+                .collect();
+        }
+        // --log-format and --log-regex describe the logs given with --log, or, without
+        // --log, every log of the file.
+        for log in &mut self.logs {
+            if let Some(format) = args.log_format {
+                log.format = format;
+            }
+            if let Some(re) = &args.log_regex {
+                log.regex = Some(re.clone());
+            }
+        }
+    }
+
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let listen = self.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let listen = listen.parse().map_err(|_| {
+            ConfigError::invalid(
+                "listen",
+                format!("{listen:?} is not an address like 0.0.0.0:9721 or 127.0.0.1:9721"),
+            )
+        })?;
+        let poll_interval = duration(
+            "poll_interval",
+            self.poll_interval.as_deref(),
+            DEFAULT_POLL_INTERVAL,
+        )?;
+        if poll_interval < Duration::from_millis(10) {
+            return Err(ConfigError::invalid(
+                "poll_interval",
+                "must be at least 10ms (polling faster only burns CPU)",
+            ));
+        }
+        let max_line_bytes = self.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
+        if max_line_bytes < 256 {
+            return Err(ConfigError::invalid(
+                "max_line_bytes",
+                "must be at least 256",
+            ));
+        }
+        let logs = self
+            .logs
+            .iter()
+            .enumerate()
+            .map(|(i, log)| log.validate(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Config {
+            listen,
+            state_dir: self.state_dir.clone(),
+            poll_interval,
+            max_line_bytes,
+            logs,
+        })
+    }
+}
+
+impl RawLog {
+    fn validate(&self, i: usize) -> Result<LogConfig, ConfigError> {
+        let key = |k: &str| format!("logs[{i}].{k}");
+        if self.path.as_os_str().is_empty() {
+            return Err(ConfigError::invalid(key("path"), "must not be empty"));
+        }
+        let parser = match (self.format, &self.regex) {
+            (Format::RunInference, None) => Parser::RunInference(RunInference),
+            (Format::Tqdm, None) => Parser::Tqdm(Tqdm),
+            (Format::Regex, Some(re)) => Parser::Regex(
+                RegexFormat::new(re)
+                    .map_err(|e| ConfigError::invalid(key("regex"), e.to_string()))?,
+            ),
+            (Format::Regex, None) => {
+                return Err(ConfigError::invalid(
+                    key("regex"),
+                    "is required when format = \"regex\" (or give --log-regex)",
+                ))
+            }
+            (format, Some(_)) => {
+                return Err(ConfigError::invalid(
+                    key("regex"),
+                    format!("is only used with format = \"regex\", but format is {format:?}"),
+                ))
+            }
+        };
+        Ok(LogConfig {
+            path: self.path.clone(),
+            parser,
+            format: self.format,
+            regex: self.regex.clone(),
+        })
+    }
+}
+
+impl LogConfig {
+    /// A log read with `parser` (for configurations built in code, such as the demo's).
+    pub fn new(path: PathBuf, parser: Parser) -> LogConfig {
+        let (format, regex) = match &parser {
+            Parser::RunInference(_) => (Format::RunInference, None),
+            Parser::Tqdm(_) => (Format::Tqdm, None),
+            Parser::Regex(r) => (Format::Regex, Some(r.pattern().to_owned())),
+        };
+        LogConfig {
+            path,
+            parser,
+            format,
+            regex,
+        }
+    }
+}
+
+impl Config {
+    /// The effective configuration as TOML, every default spelled out.
+    pub fn to_toml(&self) -> String {
+        let raw = RawConfig {
+            listen: Some(self.listen.to_string()),
+            state_dir: self.state_dir.clone(),
+            poll_interval: Some(humantime::format_duration(self.poll_interval).to_string()),
+            max_line_bytes: Some(self.max_line_bytes),
+            logs: self
+                .logs
+                .iter()
+                .map(|l| RawLog {
+                    path: l.path.clone(),
+                    format: l.format,
+                    regex: l.regex.clone(),
+                })
+                .collect(),
+        };
+        toml::to_string(&raw).expect("a RawConfig always serializes")
+    }
+}
+
+fn duration(key: &str, value: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+    let value = value.unwrap_or(default);
+    humantime::parse_duration(value).map_err(|e| {
+        ConfigError::invalid(
+            key,
+            format!("{value:?} is not a duration ({e}); try 250ms, 90s or 1h30m"),
+        )
+    })
+}
+
+/// The key on the line where a TOML error points, so the message names it even for type
+/// errors, whose span covers only the value.
+fn key_at(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    let start = span?.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let key = line
+        .split('=')
+        .next()?
+        .trim()
+        .trim_matches(|c| c == '[' || c == ']');
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pulse.toml");
+        std::fs::write(&path, text).unwrap();
+        RawConfig::from_file(&path)?.validate()
+    }
+
+    fn key_of(err: ConfigError) -> String {
+        match err {
+            ConfigError::Syntax { key, .. } | ConfigError::Invalid { key, .. } => key,
+            ConfigError::Read { .. } => panic!("unexpected read error"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.poll_interval, Duration::from_millis(250));
+        assert!(c.logs.is_empty());
+    }
+
+    #[test]
+    fn full_file() {
+        let c = parse(
+            r#"
+listen = "127.0.0.1:9999"
+poll_interval = "1s"
+[[logs]]
+path = "/data/run/logs/inference_all.log"
+[[logs]]
+path = "/data/run/logs/train.log"
+format = "regex"
+regex = 'step (?P<completed>\d+)'
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9999);
+        assert_eq!(c.poll_interval, Duration::from_secs(1));
+        assert_eq!(c.logs.len(), 2);
+        assert!(matches!(c.logs[1].parser, Parser::Regex(_)));
+        let again = {
+            let raw: RawConfig = toml::from_str(&c.to_toml()).unwrap();
+            raw.validate().unwrap()
+        };
+        assert_eq!(again.to_toml(), c.to_toml());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert_eq!(key_of(parse("listen = \"nowhere\"").unwrap_err()), "listen");
+        assert_eq!(key_of(parse("listn = \"x\"").unwrap_err()), "listn");
+        assert_eq!(
+            key_of(parse("poll_interval = 5").unwrap_err()),
+            "poll_interval"
+        );
+        assert_eq!(
+            key_of(parse("poll_interval = \"soon\"").unwrap_err()),
+            "poll_interval"
+        );
+        assert_eq!(
+            key_of(parse("poll_interval = \"1ms\"").unwrap_err()),
+            "poll_interval"
+        );
+        assert_eq!(
+            key_of(parse("max_line_bytes = 3").unwrap_err()),
+            "max_line_bytes"
+        );
+        assert_eq!(
+            key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"").unwrap_err()),
+            "logs[0].regex"
+        );
+        assert_eq!(
+            key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"\nregex = \"(\"").unwrap_err()),
+            "logs[0].regex"
+        );
+        assert_eq!(
+            key_of(parse("[[logs]]\npath = \"a\"\nformat = \"json\"").unwrap_err()),
+            "format"
+        );
+        assert_eq!(
+            key_of(parse("[[logs]]\npath = \"a\"\nregex = \"x\"").unwrap_err()),
+            "logs[0].regex"
+        );
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let mut raw: RawConfig =
+            toml::from_str("listen = \"127.0.0.1:1\"\n[[logs]]\npath = \"file.log\"").unwrap();
+        raw.merge_args(&RunArgs {
+            listen: Some("127.0.0.1:2".into()),
+            logs: vec!["flag.log".into()],
+            log_format: Some(Format::Tqdm),
+            ..RunArgs::default()
+        });
+        let c = raw.validate().unwrap();
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.logs.len(), 1);
+        assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
+        assert!(matches!(c.logs[0].parser, Parser::Tqdm(_)));
+    }
+}

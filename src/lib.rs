@@ -1,0 +1,18 @@
+//! pipeline-pulse: a sidecar that watches long-running LLM batch-inference jobs.
+//!
+//! Data flows one way: sources ([`tail`] + [`parse`] in [`log_source`]) → [`model`] →
+//! outputs ([`metrics`] over [`http`]). The model and the parsers are pure; I/O lives at the
+//! edges. `main.rs` only parses the command line and calls [`sidecar`] or [`demo`].
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod demo;
+pub mod http;
+pub mod log_source;
+pub mod metrics;
+pub mod model;
+pub mod parse;
+pub mod process_metrics;
+pub mod sidecar;
+pub mod tail;

@@ -1,0 +1,148 @@
+//! The log source: followers and parsers feeding the model, on a thread of their own.
+//!
+//! File reads are blocking, so this runs on a plain thread rather than the async runtime. The
+//! model lock is taken per bounded batch of bytes, so catching up on a large log never holds a
+//! scrape waiting for more than a few milliseconds.
+
+use crate::clock;
+use crate::config::LogConfig;
+use crate::model::Run;
+use crate::parse::Parser;
+use crate::tail::Follower;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes read from one log per model lock.
+const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+
+pub struct LogSource {
+    logs: Vec<FollowedLog>,
+    run: Arc<Mutex<Run>>,
+}
+
+struct FollowedLog {
+    follower: Follower,
+    parser: Parser,
+    /// What we last said about this log's health, so a lasting problem is logged once.
+    last_problem: Option<String>,
+    has_read: bool,
+}
+
+impl LogSource {
+    pub fn new(logs: &[LogConfig], max_line_bytes: usize, run: Arc<Mutex<Run>>) -> LogSource {
+        LogSource {
+            logs: logs
+                .iter()
+                .map(|l| FollowedLog {
+                    follower: Follower::new(&l.path, max_line_bytes),
+                    parser: l.parser.clone(),
+                    last_problem: None,
+                    has_read: false,
+                })
+                .collect(),
+            run,
+        }
+    }
+
+    /// The model's list of log paths, in the order the source indexes them.
+    pub fn paths(logs: &[LogConfig]) -> Vec<String> {
+        logs.iter().map(|l| l.path.display().to_string()).collect()
+    }
+
+    /// Reads every log to its current end once.
+    pub fn poll(&mut self) {
+        if self.logs.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let mut all_up = true;
+        for (index, log) in self.logs.iter_mut().enumerate() {
+            all_up &= log.poll(index, &self.run);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        run.set_collector("log", all_up, elapsed);
+    }
+
+    /// Polls every `interval` until `stop` receives a message or its sender is dropped; sets
+    /// `ready` once every log has been read to its end.
+    pub fn run_until(mut self, interval: Duration, stop: Receiver<()>, ready: &AtomicBool) {
+        loop {
+            self.poll();
+            ready.store(true, Ordering::Release);
+            match stop.recv_timeout(interval) {
+                Err(RecvTimeoutError::Timeout) => continue,
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+impl FollowedLog {
+    /// Reads this log to its end in batches; returns whether it is present and readable.
+    fn poll(&mut self, index: usize, run: &Mutex<Run>) -> bool {
+        let mut now = clock::now();
+        if !self.has_read {
+            // Lines found at start were written no later than the file's mtime: stamping them
+            // so keeps a sidecar started on a stalled run honest about how long it has stalled.
+            if let Ok(modified) = std::fs::metadata(self.follower.path()).and_then(|m| m.modified())
+            {
+                now = now.min(clock::unix_seconds(modified));
+            }
+        }
+        loop {
+            let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = &mut *guard;
+            let parser = &self.parser;
+            let result = self.follower.poll(BATCH_BYTES, |line| {
+                run.ingest(index, line, parser.parse(line), now);
+            });
+            let stats = self.follower.stats();
+            let log = &mut run.logs[index];
+            log.rotations = stats.rotations;
+            log.truncations = stats.truncations;
+            log.oversized = stats.oversized_lines;
+            drop(guard);
+            match result {
+                Ok(polled) if !polled.present => {
+                    let message = format!(
+                        "log {} does not exist (yet); watching for it",
+                        self.follower.path().display()
+                    );
+                    self.problem(tracing::Level::INFO, message);
+                    return false;
+                }
+                Ok(polled) => {
+                    self.has_read = true;
+                    if !polled.more {
+                        self.recovered();
+                        return true;
+                    }
+                }
+                Err(e) => {
+                    self.problem(tracing::Level::WARN, e.to_string());
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn problem(&mut self, level: tracing::Level, message: String) {
+        if self.last_problem.as_deref() != Some(message.as_str()) {
+            if level == tracing::Level::WARN {
+                tracing::warn!("{message}");
+            } else {
+                tracing::info!("{message}");
+            }
+            self.last_problem = Some(message);
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.last_problem.take().is_some() {
+            tracing::info!("reading log {}", self.follower.path().display());
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The model of a run: what the sources have told us, and what follows from it.
+//!
+//! Pure data with methods. Every method that depends on time takes `now` (Unix seconds) as an
+//! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
+//! without sleeping.
+
+mod partition;
+mod recent;
+
+pub use partition::Partition;
+pub use recent::RecentLines;
+
+use crate::parse::Event;
+use std::collections::BTreeMap;
+
+/// Unix time in seconds.
+pub type Seconds = f64;
+
+/// Partition name used when a format names none and no header announced one.
+pub const DEFAULT_PARTITION: &str = "default";
+
+/// The whole run as seen through its logs.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// `Model:` from the log, for `pulse_pipeline_info`.
+    pub model_name: Option<String>,
+    pub partitions: BTreeMap<String, Partition>,
+    pub logs: Vec<LogStats>,
+    pub collectors: BTreeMap<&'static str, CollectorState>,
+    /// The last lines of the logs, matched or not, for the alert email and the status view.
+    pub recent_lines: RecentLines,
+}
+
+/// Per-log counters, exported with a `path` label.
+#[derive(Debug, Clone, Default)]
+pub struct LogStats {
+    pub path: String,
+    pub lines: u64,
+    pub matched: u64,
+    pub rotations: u64,
+    pub truncations: u64,
+    pub oversized: u64,
+    /// The partition that progress lines without a name belong to: the latest header.
+    current: Option<String>,
+}
+
+/// How a source fared on its latest collection.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CollectorState {
+    pub up: bool,
+    pub duration_seconds: f64,
+}
+
+impl Run {
+    /// A run followed through these logs (indexes into `logs` identify them in [`Run::ingest`]).
+    pub fn new(log_paths: &[String]) -> Run {
+        Run {
+            logs: log_paths
+                .iter()
+                .map(|p| LogStats {
+                    path: p.clone(),
+                    ..LogStats::default()
+                })
+                .collect(),
+            ..Run::default()
+        }
+    }
+
+    /// Takes one line of log `log` and what the parser made of it.
+    pub fn ingest(&mut self, log: usize, line: &[u8], event: Option<Event<'_>>, now: Seconds) {
+        let stats = &mut self.logs[log];
+        stats.lines += 1;
+        if event.is_some() {
+            stats.matched += 1;
+        }
+        self.recent_lines.push(line);
+        if let Some(event) = event {
+            self.apply(log, event, now);
+        }
+    }
+
+    fn apply(&mut self, log: usize, event: Event<'_>, now: Seconds) {
+        match event {
+            Event::Model(name) => self.model_name = Some(name.to_owned()),
+            Event::Partition { name, mode } => {
+                self.switch_to(log, name);
+                let p = self.partition_mut(name);
+                p.announce(now);
+                if let Some(mode) = mode {
+                    p.mode = Some(mode.to_owned());
+                }
+            }
+            Event::Planned { name, planned } => self.partition_mut(name).planned = Some(planned),
+            Event::Running {
+                requests,
+                concurrency,
+                max_tokens,
+            } => {
+                let name = self.current(log).to_owned();
+                let p = self.partition_mut(&name);
+                p.planned = Some(requests);
+                p.concurrency = concurrency.or(p.concurrency);
+                p.max_tokens = max_tokens.or(p.max_tokens);
+            }
+            Event::Progress(progress) => {
+                let name = match progress.partition {
+                    Some(named) => {
+                        self.switch_to(log, named);
+                        named.to_owned()
+                    }
+                    None => self.current(log).to_owned(),
+                };
+                self.partition_mut(&name).progress(&progress, now);
+            }
+        }
+    }
+
+    /// The partition progress lines of `log` belong to, creating the default one if none was announced.
+    fn current(&mut self, log: usize) -> &str {
+        let current = &mut self.logs[log].current;
+        if current.is_none() {
+            *current = Some(DEFAULT_PARTITION.to_owned());
+            self.partitions
+                .entry(DEFAULT_PARTITION.to_owned())
+                .or_default()
+                .active = true;
+        }
+        self.logs[log]
+            .current
+            .as_deref()
+            .unwrap_or(DEFAULT_PARTITION)
+    }
+
+    /// Makes `name` the current partition of `log`; the one it replaces is no longer active.
+    fn switch_to(&mut self, log: usize, name: &str) {
+        let current = &mut self.logs[log].current;
+        if current.as_deref() == Some(name) {
+            return;
+        }
+        if let Some(old) = current.replace(name.to_owned()) {
+            if let Some(p) = self.partitions.get_mut(&old) {
+                p.active = false;
+            }
+        }
+        self.partition_mut(name).active = true;
+    }
+
+    fn partition_mut(&mut self, name: &str) -> &mut Partition {
+        // Look up before inserting: the common case must not allocate a key.
+        if !self.partitions.contains_key(name) {
+            self.partitions
+                .insert(name.to_owned(), Partition::default());
+        }
+        self.partitions.get_mut(name).expect("inserted above")
+    }
+
+    /// Restart count over all partitions.
+    pub fn restarts(&self) -> u64 {
+        self.partitions.values().map(|p| p.restarts).sum()
+    }
+
+    pub fn set_collector(&mut self, name: &'static str, up: bool, duration_seconds: f64) {
+        self.collectors.insert(
+            name,
+            CollectorState {
+                up,
+                duration_seconds,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,208 @@
+use super::*;
+use crate::parse::{Parser, RunInference, Tqdm};
+
+const T0: Seconds = 1_780_000_000.0;
+
+/// Feeds lines of a `run_inference` log at the given times.
+fn feed(run: &mut Run, lines: &[(Seconds, &str)]) {
+    let parser = Parser::RunInference(RunInference);
+    for (at, line) in lines {
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), *at);
+    }
+}
+
+fn one_log() -> Run {
+    Run::new(&["/logs/inference.log".to_owned()])
+}
+
+const SEED: &[&str] = &[
+    "Loading tokenizer from /shared/kimi-k2.5-int4...",
+    "Vocab size: 163840",
+    "Model: /shared/kimi-k2.5-int4",
+    "============================================================",
+    "Processing: B1_glaive (SHORT)",
+    "============================================================",
+    "B1_glaive: 10000 prompts",
+    "Running 10000 requests (concurrency=150, max_tokens=10240)...",
+    "  50/10000 (0 err) 1.1 req/s avg_comp=217tok ETA=2.4h",
+    "  100/10000 (0 err) 1.0 req/s avg_comp=298tok ETA=2.8h",
+];
+
+#[test]
+fn seed_log_builds_the_partition() {
+    let mut run = one_log();
+    let lines: Vec<_> = SEED.iter().map(|l| (T0, *l)).collect();
+    feed(&mut run, &lines);
+    assert_eq!(run.model_name.as_deref(), Some("/shared/kimi-k2.5-int4"));
+    let p = &run.partitions["B1_glaive"];
+    assert_eq!(p.mode.as_deref(), Some("SHORT"));
+    assert_eq!((p.concurrency, p.max_tokens), (Some(150), Some(10240)));
+    assert_eq!(
+        (p.completed, p.planned, p.errors),
+        (100, Some(10000), Some(0))
+    );
+    assert_eq!(p.requests_per_second, Some(1.0));
+    assert_eq!(p.avg_completion_tokens, Some(298.0));
+    assert_eq!(p.logged_eta_seconds, Some(2.8 * 3600.0));
+    assert!(p.active);
+    assert_eq!(p.progress_ratio(), Some(0.01));
+    assert_eq!(run.logs[0].lines, SEED.len() as u64);
+    assert_eq!(run.logs[0].matched, 6);
+    assert_eq!(run.recent_lines.len(), SEED.len());
+    // Everything read in one instant: no measured rate, so the logged ETA stands.
+    assert_eq!(p.measured_rate(T0), None);
+    assert_eq!(p.eta_seconds(T0), Some(2.8 * 3600.0));
+    // The logged ETA counts down between reports.
+    assert_eq!(p.eta_seconds(T0 + 600.0), Some(2.8 * 3600.0 - 600.0));
+    assert_eq!(run.restarts(), 0);
+}
+
+#[test]
+fn measured_rate_eta_and_tokens_per_second() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: A"),
+            (T0, "A: 1000 prompts"),
+            (T0, "  100/1000 (0 err) 2.0 req/s avg_comp=200tok ETA=7m"),
+            (
+                T0 + 50.0,
+                "  200/1000 (0 err) 2.0 req/s avg_comp=200tok ETA=6m",
+            ),
+            (
+                T0 + 100.0,
+                "  300/1000 (0 err) 2.0 req/s avg_comp=200tok ETA=5m",
+            ),
+        ],
+    );
+    let p = &run.partitions["A"];
+    assert_eq!(p.measured_rate(T0 + 100.0), Some(2.0));
+    assert_eq!(p.eta_seconds(T0 + 100.0), Some(350.0));
+    assert_eq!(p.completion_tokens_per_second(T0 + 100.0), Some(400.0));
+    // Nothing new for another 100 s: the rate halves instead of freezing.
+    assert_eq!(p.measured_rate(T0 + 200.0), Some(1.0));
+    assert_eq!(p.stall_seconds(T0 + 200.0), Some(100.0));
+    assert_eq!(p.last_progress_at, Some(T0 + 100.0));
+}
+
+#[test]
+fn partition_switch_leaves_the_old_one_inactive() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1_glaive (SHORT)"),
+            (T0, "  50/100 (0 err) 1.1 req/s"),
+            (T0 + 1.0, "Processing: B2_code (LONG)"),
+            (T0 + 2.0, "  10/200 (1 err) 0.5 req/s"),
+        ],
+    );
+    let b1 = &run.partitions["B1_glaive"];
+    let b2 = &run.partitions["B2_code"];
+    assert!(!b1.active);
+    assert_eq!(b1.completed, 50);
+    assert_eq!(b1.stall_seconds(T0 + 100.0), None);
+    assert!(b2.active);
+    assert_eq!((b2.completed, b2.errors), (10, Some(1)));
+    assert_eq!(b2.mode.as_deref(), Some("LONG"));
+}
+
+#[test]
+fn finished_partition_is_not_active() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: A"),
+            (T0, "  100/100 (0 err) 1.0 req/s ETA=0s"),
+        ],
+    );
+    let p = &run.partitions["A"];
+    assert!(!p.active);
+    assert_eq!(p.eta_seconds(T0), Some(0.0));
+    assert_eq!(p.progress_ratio(), Some(1.0));
+}
+
+#[test]
+fn count_going_backwards_is_a_restart_not_negative_progress() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: A"),
+            (T0, "  400/1000 (0 err) 1.0 req/s"),
+            (T0 + 10.0, "  450/1000 (0 err) 1.0 req/s"),
+            (T0 + 20.0, "  50/1000 (0 err) 1.0 req/s"),
+            (T0 + 30.0, "  100/1000 (0 err) 1.0 req/s"),
+        ],
+    );
+    let p = &run.partitions["A"];
+    assert_eq!(p.restarts, 1);
+    assert_eq!(p.completed, 100);
+    // The rate only spans points since the restart: 50 in 10 s, never negative.
+    assert_eq!(p.measured_rate(T0 + 30.0), Some(5.0));
+}
+
+#[test]
+fn repeated_header_is_one_restart() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: A"),
+            (T0, "  400/1000 (0 err) 1.0 req/s"),
+            (T0 + 5.0, "Traceback (most recent call last):"),
+            (T0 + 6.0, "Processing: A"),
+            (T0 + 7.0, "  50/1000 (0 err) 1.0 req/s"),
+        ],
+    );
+    let p = &run.partitions["A"];
+    assert_eq!(
+        p.restarts, 1,
+        "header and the lower count are the same restart"
+    );
+    assert_eq!(p.completed, 50);
+    assert_eq!(run.restarts(), 1);
+}
+
+#[test]
+fn progress_before_any_header_goes_to_the_default_partition() {
+    let mut run = one_log();
+    feed(&mut run, &[(T0, "  5/10 (0 err) 1.0 req/s")]);
+    assert_eq!(run.partitions[DEFAULT_PARTITION].completed, 5);
+    assert!(run.partitions[DEFAULT_PARTITION].active);
+}
+
+#[test]
+fn tqdm_descriptions_name_partitions_per_log() {
+    let mut run = Run::new(&["a.log".into(), "b.log".into()]);
+    let parser = Parser::Tqdm(Tqdm);
+    let lines = [
+        (0, "A:  10%|#         | 10/100 [00:10<01:30, 1.00it/s]"),
+        (1, "B:  50%|#####     | 50/100 [00:10<00:10, 5.00it/s]"),
+        (0, "A:  20%|##        | 20/100 [00:20<01:20, 1.00it/s]"),
+    ];
+    for (log, line) in lines {
+        run.ingest(log, line.as_bytes(), parser.parse(line.as_bytes()), T0);
+    }
+    assert_eq!(run.partitions["A"].completed, 20);
+    assert_eq!(run.partitions["B"].completed, 50);
+    assert!(run.partitions["A"].active && run.partitions["B"].active);
+    assert_eq!(run.logs[0].lines, 2);
+    assert_eq!(run.logs[1].matched, 1);
+}
+
+#[test]
+fn window_is_bounded() {
+    let mut run = one_log();
+    feed(&mut run, &[(T0, "Processing: A")]);
+    for i in 1..=5000u64 {
+        let line = format!("  {i}/100000 (0 err) 1.0 req/s");
+        feed(&mut run, &[(T0 + i as f64, &line)]);
+    }
+    let p = &run.partitions["A"];
+    // 600 s of points at one per second, fewer than the point cap: rate stays exact.
+    assert_eq!(p.measured_rate(T0 + 5000.0), Some(1.0));
+    assert_eq!(p.completed, 5000);
+}

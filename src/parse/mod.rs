@@ -1,0 +1,168 @@
+//! Log line → progress event.
+//!
+//! Parsers work on raw bytes, not `&str`: a log may hold invalid UTF-8 (a crashed writer, a
+//! binary dump in a traceback) and we must not pay for validating every line on the hot path.
+//! Events borrow from the line, so matching a line allocates nothing.
+
+mod number;
+mod regex_format;
+mod run_inference;
+mod tqdm;
+
+pub use regex_format::{RegexFormat, RegexFormatError};
+pub use run_inference::RunInference;
+pub use tqdm::Tqdm;
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What one log line says about the run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    /// `Model: /shared/kimi-k2.5-int4`
+    Model(&'a str),
+    /// `Processing: B1_glaive (SHORT)`: the partition that the following progress lines belong to.
+    Partition {
+        name: &'a str,
+        mode: Option<&'a str>,
+    },
+    /// `B1_glaive: 10000 prompts`
+    Planned {
+        name: &'a str,
+        planned: u64,
+    },
+    /// `Running 10000 requests (concurrency=150, max_tokens=10240)...`
+    Running {
+        requests: u64,
+        concurrency: Option<u64>,
+        max_tokens: Option<u64>,
+    },
+    Progress(Progress<'a>),
+}
+
+/// A progress report. `partition` is set only by formats that name it on the line itself
+/// (tqdm's description, a regex `partition` group); otherwise the line belongs to the
+/// partition of the log's latest `Partition` event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Progress<'a> {
+    pub partition: Option<&'a str>,
+    pub completed: Option<u64>,
+    pub planned: Option<u64>,
+    pub errors: Option<u64>,
+    pub requests_per_second: Option<f64>,
+    pub avg_completion_tokens: Option<f64>,
+    pub eta_seconds: Option<f64>,
+}
+
+/// The built-in log formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    RunInference,
+    Tqdm,
+    Regex,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::RunInference => "run_inference",
+            Format::Tqdm => "tqdm",
+            Format::Regex => "regex",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "run_inference" => Ok(Format::RunInference),
+            "tqdm" => Ok(Format::Tqdm),
+            "regex" => Ok(Format::Regex),
+            other => Err(format!(
+                "unknown log format {other:?}; expected run_inference, tqdm or regex"
+            )),
+        }
+    }
+}
+
+/// A configured parser for one log.
+#[derive(Debug, Clone)]
+pub enum Parser {
+    RunInference(RunInference),
+    Tqdm(Tqdm),
+    Regex(RegexFormat),
+}
+
+impl Parser {
+    /// Parses one line (without its terminator). `None` means the line is not one we know,
+    /// which is normal: tracebacks, warnings and banners pass through unmatched.
+    pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
+        match self {
+            Parser::RunInference(p) => p.parse(line),
+            Parser::Tqdm(p) => p.parse(line),
+            Parser::Regex(p) => p.parse(line),
+        }
+    }
+}
+
+/// Parses a duration as printed by progress logs: `2.4h`, `35m`, `12s`, `1.5d`, a bare number of
+/// seconds, or a clock `01:42` / `1:01:42` as tqdm prints it.
+pub fn parse_eta(s: &[u8]) -> Option<f64> {
+    let s = number::trim(s);
+    if s.is_empty() {
+        return None;
+    }
+    if s.contains(&b':') {
+        return number::clock_seconds(s);
+    }
+    let (digits, unit) = match s.last()? {
+        b's' => (&s[..s.len() - 1], 1.0),
+        b'm' => (&s[..s.len() - 1], 60.0),
+        b'h' => (&s[..s.len() - 1], 3600.0),
+        b'd' => (&s[..s.len() - 1], 86400.0),
+        _ => (s, 1.0),
+    };
+    let v = number::parse_f64(digits)?;
+    (v >= 0.0).then_some(v * unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_units() {
+        assert_eq!(parse_eta(b"2.4h"), Some(2.4 * 3600.0));
+        assert_eq!(parse_eta(b"35m"), Some(2100.0));
+        assert_eq!(parse_eta(b"12s"), Some(12.0));
+        assert_eq!(parse_eta(b"1.5d"), Some(129600.0));
+        assert_eq!(parse_eta(b"90"), Some(90.0));
+        assert_eq!(parse_eta(b"01:42"), Some(102.0));
+        assert_eq!(parse_eta(b"1:01:42"), Some(3702.0));
+        assert_eq!(parse_eta(b"?"), None);
+        assert_eq!(parse_eta(b"h"), None);
+        assert_eq!(parse_eta(b""), None);
+        assert_eq!(parse_eta(b"-3s"), None);
+    }
+
+    #[test]
+    fn format_names_round_trip() {
+        for f in [Format::RunInference, Format::Tqdm, Format::Regex] {
+            assert_eq!(f.as_str().parse::<Format>(), Ok(f));
+        }
+        assert!("json"
+            .parse::<Format>()
+            .unwrap_err()
+            .contains("run_inference"));
+    }
+}

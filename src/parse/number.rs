@@ -1,0 +1,98 @@
+//! Small byte-level number helpers shared by the parsers.
+
+/// Strips ASCII whitespace from both ends.
+pub fn trim(s: &[u8]) -> &[u8] {
+    s.trim_ascii()
+}
+
+/// Parses a run of ASCII digits. Rejects empty input, signs and overflow.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(b - b'0');
+    }
+    Some(v)
+}
+
+/// Parses a decimal number such as `1.1` or `217`. Rejects `NaN`, `inf` and friends, which
+/// `f64::from_str` would accept but no progress log means.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || !s.iter().all(|b| b.is_ascii_digit() || *b == b'.') {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// Splits off the leading run of ASCII digits: `b"217tok"` → (`b"217"`, `b"tok"`).
+pub fn leading_digits(s: &[u8]) -> (&[u8], &[u8]) {
+    let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    s.split_at(n)
+}
+
+/// Splits off a leading decimal number: `b"1.1 req/s"` → (`b"1.1"`, `b" req/s"`).
+pub fn leading_decimal(s: &[u8]) -> (&[u8], &[u8]) {
+    let n = s
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || **b == b'.')
+        .count();
+    s.split_at(n)
+}
+
+/// `MM:SS`, `H:MM:SS`, optionally preceded by `Nd, ` as tqdm prints long durations.
+pub fn clock_seconds(s: &[u8]) -> Option<f64> {
+    let (days, clock) = match s.iter().position(|&b| b == b'd') {
+        Some(i) => {
+            let days = parse_u64(trim(&s[..i]))?;
+            let rest = trim(&s[i + 1..]);
+            (days, rest.strip_prefix(b",").map(trim).unwrap_or(rest))
+        }
+        None => (0, s),
+    };
+    let mut total: u64 = 0;
+    let mut parts = 0;
+    for part in clock.split(|&b| b == b':') {
+        total = total.checked_mul(60)?.checked_add(parse_u64(part)?)?;
+        parts += 1;
+    }
+    if !(2..=3).contains(&parts) {
+        return None;
+    }
+    Some((days * 86400 + total) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_u64(b"10000"), Some(10000));
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"1a"), None);
+        assert_eq!(parse_u64(b"99999999999999999999"), None);
+    }
+
+    #[test]
+    fn decimals() {
+        assert_eq!(parse_f64(b"1.1"), Some(1.1));
+        assert_eq!(parse_f64(b"217"), Some(217.0));
+        assert_eq!(parse_f64(b"NaN"), None);
+        assert_eq!(parse_f64(b"inf"), None);
+        assert_eq!(parse_f64(b"1.2.3"), None);
+    }
+
+    #[test]
+    fn clocks() {
+        assert_eq!(clock_seconds(b"01:23"), Some(83.0));
+        assert_eq!(clock_seconds(b"2:00:00"), Some(7200.0));
+        assert_eq!(clock_seconds(b"1d, 02:00:00"), Some(93600.0));
+        assert_eq!(clock_seconds(b"12"), None);
+        assert_eq!(clock_seconds(b"1:2:3:4"), None);
+    }
+}

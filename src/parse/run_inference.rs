@@ -1,0 +1,259 @@
+//! The `run_inference` format: what `run_inference.py`-style drivers print (DESIGN §4.1).
+//!
+//! ```text
+//! Model: /shared/kimi-k2.5-int4
+//! Processing: B1_glaive (SHORT)
+//! B1_glaive: 10000 prompts
+//! Running 10000 requests (concurrency=150, max_tokens=10240)...
+//!   50/10000 (0 err) 1.1 req/s avg_comp=217tok ETA=2.4h
+//! ```
+//!
+//! Progress lines are by far the most common, so they are tried first and rejected on their
+//! first byte when they cannot be one.
+
+use super::number::{leading_decimal, leading_digits, parse_f64, parse_u64, trim};
+use super::{parse_eta, Event, Progress};
+
+#[derive(Debug, Clone, Default)]
+pub struct RunInference;
+
+impl RunInference {
+    pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
+        let body = line.trim_ascii_start();
+        match body.first()? {
+            b'0'..=b'9' => progress(body).map(Event::Progress),
+            b'M' => body
+                .strip_prefix(b"Model:")
+                .and_then(|rest| utf8(trim(rest)))
+                .filter(|m| !m.is_empty())
+                .map(Event::Model),
+            b'P' => body.strip_prefix(b"Processing:").and_then(processing),
+            b'R' => body.strip_prefix(b"Running ").and_then(running),
+            _ => planned(body),
+        }
+    }
+}
+
+fn utf8(s: &[u8]) -> Option<&str> {
+    std::str::from_utf8(s).ok()
+}
+
+/// `50/10000 (0 err) 1.1 req/s avg_comp=217tok ETA=2.4h`; every part after the counts is optional.
+fn progress(body: &[u8]) -> Option<Progress<'_>> {
+    let (completed, rest) = leading_digits(body);
+    let rest = rest.strip_prefix(b"/")?;
+    let (planned, rest) = leading_digits(rest);
+    let mut p = Progress {
+        completed: Some(parse_u64(completed)?),
+        planned: Some(parse_u64(planned)?),
+        ..Progress::default()
+    };
+    if !rest.is_empty() && !rest[0].is_ascii_whitespace() {
+        return None;
+    }
+    let mut recognised = rest.trim_ascii().is_empty();
+    let mut tokens = rest
+        .split(u8::is_ascii_whitespace)
+        .filter(|t| !t.is_empty());
+    while let Some(tok) = tokens.next() {
+        if let Some(n) = tok.strip_prefix(b"(") {
+            // `(0 err)`
+            if let (Some(n), Some(b"err)")) = (parse_u64(n), tokens.next()) {
+                p.errors = Some(n);
+                recognised = true;
+            }
+        } else if let Some(v) = tok.strip_prefix(b"avg_comp=") {
+            let (num, _unit) = leading_decimal(v);
+            p.avg_completion_tokens = parse_f64(num);
+            recognised |= p.avg_completion_tokens.is_some();
+        } else if let Some(v) = tok.strip_prefix(b"ETA=") {
+            p.eta_seconds = parse_eta(v);
+            recognised = true;
+        } else if tok[0].is_ascii_digit() {
+            // `1.1 req/s`, or `1.1req/s` glued together
+            let (num, unit) = leading_decimal(tok);
+            let unit = if unit.is_empty() {
+                tokens.next().unwrap_or_default()
+            } else {
+                unit
+            };
+            if unit == b"req/s" {
+                p.requests_per_second = parse_f64(num);
+                recognised |= p.requests_per_second.is_some();
+            }
+        }
+    }
+    recognised.then_some(p)
+}
+
+/// ` B1_glaive (SHORT)`
+fn processing(rest: &[u8]) -> Option<Event<'_>> {
+    let rest = trim(rest);
+    let (name, mode) = match rest.iter().position(|&b| b == b'(') {
+        Some(open) if rest.ends_with(b")") => (
+            trim(&rest[..open]),
+            Some(trim(&rest[open + 1..rest.len() - 1])),
+        ),
+        _ => (rest, None),
+    };
+    let name = utf8(name).filter(|n| !n.is_empty())?;
+    let mode = mode.and_then(utf8).filter(|m| !m.is_empty());
+    Some(Event::Partition { name, mode })
+}
+
+/// `10000 requests (concurrency=150, max_tokens=10240)...`
+fn running(rest: &[u8]) -> Option<Event<'_>> {
+    let (requests, rest) = leading_digits(rest);
+    let requests = parse_u64(requests)?;
+    let rest = rest.strip_prefix(b" requests")?;
+    let mut concurrency = None;
+    let mut max_tokens = None;
+    for part in rest.split(|&b| b == b'(' || b == b',' || b == b')' || b == b' ') {
+        if let Some(v) = part.strip_prefix(b"concurrency=") {
+            concurrency = parse_u64(leading_digits(v).0);
+        } else if let Some(v) = part.strip_prefix(b"max_tokens=") {
+            max_tokens = parse_u64(leading_digits(v).0);
+        }
+    }
+    Some(Event::Running {
+        requests,
+        concurrency,
+        max_tokens,
+    })
+}
+
+/// `B1_glaive: 10000 prompts`
+fn planned(body: &[u8]) -> Option<Event<'_>> {
+    let colon = memchr::memchr(b':', body)?;
+    let name = &body[..colon];
+    if name.is_empty() || name.iter().any(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let rest = trim(&body[colon + 1..]);
+    let (n, unit) = leading_digits(rest);
+    if unit != b" prompts" {
+        return None;
+    }
+    Some(Event::Planned {
+        name: utf8(name)?,
+        planned: parse_u64(n)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Option<Event<'_>> {
+        RunInference.parse(line.as_bytes())
+    }
+
+    /// Every line of the seed's log, in order.
+    #[test]
+    fn seed_log() {
+        assert_eq!(
+            parse("Loading tokenizer from /shared/kimi-k2.5-int4..."),
+            None
+        );
+        assert_eq!(parse("Vocab size: 163840"), None);
+        assert_eq!(
+            parse("Model: /shared/kimi-k2.5-int4"),
+            Some(Event::Model("/shared/kimi-k2.5-int4"))
+        );
+        assert_eq!(
+            parse("============================================================"),
+            None
+        );
+        assert_eq!(
+            parse("Processing: B1_glaive (SHORT)"),
+            Some(Event::Partition {
+                name: "B1_glaive",
+                mode: Some("SHORT")
+            })
+        );
+        assert_eq!(
+            parse("B1_glaive: 10000 prompts"),
+            Some(Event::Planned {
+                name: "B1_glaive",
+                planned: 10000
+            })
+        );
+        assert_eq!(
+            parse("Running 10000 requests (concurrency=150, max_tokens=10240)..."),
+            Some(Event::Running {
+                requests: 10000,
+                concurrency: Some(150),
+                max_tokens: Some(10240)
+            })
+        );
+        assert_eq!(
+            parse("  50/10000 (0 err) 1.1 req/s avg_comp=217tok ETA=2.4h"),
+            Some(Event::Progress(Progress {
+                partition: None,
+                completed: Some(50),
+                planned: Some(10000),
+                errors: Some(0),
+                requests_per_second: Some(1.1),
+                avg_completion_tokens: Some(217.0),
+                eta_seconds: Some(2.4 * 3600.0),
+            }))
+        );
+        let Some(Event::Progress(p)) =
+            parse("  150/10000 (0 err) 0.7 req/s avg_comp=298tok ETA=2.8h")
+        else {
+            panic!("not progress")
+        };
+        assert_eq!((p.completed, p.requests_per_second), (Some(150), Some(0.7)));
+    }
+
+    #[test]
+    fn progress_variants() {
+        let Some(Event::Progress(p)) = parse("9000/10000 (12 err) 14.25 req/s ETA=35m") else {
+            panic!()
+        };
+        assert_eq!(p.errors, Some(12));
+        assert_eq!(p.eta_seconds, Some(2100.0));
+        assert_eq!(p.avg_completion_tokens, None);
+
+        let Some(Event::Progress(p)) = parse("\t5/5 (0 err) 3.0req/s avg_comp=1024.5tok ETA=0s")
+        else {
+            panic!()
+        };
+        assert_eq!(p.requests_per_second, Some(3.0));
+        assert_eq!(p.avg_completion_tokens, Some(1024.5));
+        assert_eq!(p.eta_seconds, Some(0.0));
+
+        assert!(matches!(parse("7/10"), Some(Event::Progress(_))));
+    }
+
+    #[test]
+    fn near_misses_are_not_progress() {
+        assert_eq!(parse("3/4 of the shards loaded"), None);
+        assert_eq!(parse("12/abc (0 err)"), None);
+        assert_eq!(parse("50/10000x (0 err)"), None);
+        assert_eq!(parse("Processing:"), None);
+        assert_eq!(parse("Traceback (most recent call last):"), None);
+        assert_eq!(parse("RuntimeError: CUDA out of memory"), None);
+        assert_eq!(parse("Running out of patience"), None);
+        assert_eq!(parse("Model:"), None);
+        assert_eq!(parse("note: 3 prompts skipped"), None);
+        assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn partition_without_mode() {
+        assert_eq!(
+            parse("Processing: B2_opencodeinstruct"),
+            Some(Event::Partition {
+                name: "B2_opencodeinstruct",
+                mode: None
+            })
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_unmatched_not_a_crash() {
+        assert_eq!(RunInference.parse(b"Processing: \xff\xfe (SHORT)"), None);
+        assert_eq!(RunInference.parse(b"\x00\x00\xff"), None);
+    }
+}
