@@ -13,6 +13,7 @@ use std::time::Duration;
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
 pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
 /// Long enough for any progress line or traceback frame; short enough that a runaway line
 /// costs a bounded amount of memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -51,6 +52,7 @@ pub struct RawConfig {
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Option<String>,
     pub max_line_bytes: Option<usize>,
+    pub header_read_timeout: Option<String>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
 }
@@ -72,6 +74,8 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Duration,
     pub max_line_bytes: usize,
+    /// How long an HTTP client may take to send its request headers.
+    pub header_read_timeout: Duration,
     pub logs: Vec<LogConfig>,
 }
 
@@ -107,6 +111,9 @@ impl RawConfig {
         }
         if let Some(interval) = &args.poll_interval {
             self.poll_interval = Some(interval.clone());
+        }
+        if let Some(timeout) = &args.header_read_timeout {
+            self.header_read_timeout = Some(timeout.clone());
         }
         if !args.logs.is_empty() {
             self.logs = args
@@ -149,6 +156,17 @@ impl RawConfig {
                 "must be at least 10ms (polling faster only burns CPU)",
             ));
         }
+        let header_read_timeout = duration(
+            "header_read_timeout",
+            self.header_read_timeout.as_deref(),
+            DEFAULT_HEADER_READ_TIMEOUT,
+        )?;
+        if header_read_timeout.is_zero() {
+            return Err(ConfigError::invalid(
+                "header_read_timeout",
+                "must be more than 0s",
+            ));
+        }
         let max_line_bytes = self.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
         if max_line_bytes < 256 {
             return Err(ConfigError::invalid(
@@ -167,6 +185,7 @@ impl RawConfig {
             state_dir: self.state_dir.clone(),
             poll_interval,
             max_line_bytes,
+            header_read_timeout,
             logs,
         })
     }
@@ -232,6 +251,9 @@ impl Config {
             state_dir: self.state_dir.clone(),
             poll_interval: Some(humantime::format_duration(self.poll_interval).to_string()),
             max_line_bytes: Some(self.max_line_bytes),
+            header_read_timeout: Some(
+                humantime::format_duration(self.header_read_timeout).to_string(),
+            ),
             logs: self
                 .logs
                 .iter()

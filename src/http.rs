@@ -19,8 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// A client gets this long to send its request headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long in-flight requests may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -29,6 +27,8 @@ pub struct HttpState {
     pub registry: Registry,
     /// Set once every input has been read to its end once, so the first scrape shows the run.
     pub ready: AtomicBool,
+    /// A client gets this long to send its request headers.
+    pub header_read_timeout: Duration,
 }
 
 /// Serves until `shutdown` completes, then lets in-flight requests finish.
@@ -52,6 +52,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let timeout = state.header_read_timeout;
         let state = state.clone();
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
@@ -59,7 +60,7 @@ pub async fn serve(
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .header_read_timeout(timeout)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

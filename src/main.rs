@@ -70,7 +70,7 @@ fn run(config: Config, once: bool) -> anyhow::Result<()> {
         print!("{}", sidecar::once(&config));
         return Ok(());
     }
-    runtime()?.block_on(sidecar::serve(config, sidecar::shutdown_signal()))
+    runtime()?.block_on(sidecar::serve(config, |_| {}, sidecar::shutdown_signal()))
 }
 
 fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
@@ -87,22 +87,28 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     let dir = args.dir.unwrap_or_else(|| "pulse-demo".into());
     let layout = demo::Layout::new(&dir);
     let config = layout.config(listen);
-    println!(
-        "pipeline-pulse demo: a simulated pipeline is writing to {}",
-        dir.display()
-    );
-    println!("  progress log:  {}", layout.log.display());
-    println!(
-        "  outputs:       {}",
-        dir.join("prepared/*/raw_responses.jsonl").display()
-    );
-    println!("  metrics:       http://{listen}/metrics");
-    println!("  landing page:  http://{listen}/");
-    println!("It stalls for a while in B2_opencodeinstruct and restarts B3_longform once. Ctrl-C stops it.");
+    let banner = {
+        let log = layout.log.display().to_string();
+        let outputs = dir
+            .join("prepared/*/raw_responses.jsonl")
+            .display()
+            .to_string();
+        move |addr: std::net::SocketAddr| {
+            println!(
+                "pipeline-pulse demo: a simulated pipeline is writing to {}",
+                dir.display()
+            );
+            println!("  progress log:  {log}");
+            println!("  outputs:       {outputs}");
+            println!("  metrics:       http://{addr}/metrics");
+            println!("  landing page:  http://{addr}/");
+            println!("It stalls for a while in B2_opencodeinstruct and restarts B3_longform once. Ctrl-C stops it.");
+        }
+    };
     let (stop, writer) =
         demo::start(layout, args.speed).context("cannot start the simulated pipeline")?;
     let duration = args.duration;
-    let result = runtime()?.block_on(sidecar::serve(config, async move {
+    let result = runtime()?.block_on(sidecar::serve(config, banner, async move {
         match duration {
             Some(d) => tokio::select! {
                 _ = tokio::time::sleep(d) => {}

@@ -8,6 +8,7 @@ use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use anyhow::Context;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -24,8 +25,13 @@ pub fn once(config: &Config) -> String {
     metrics::encode(&metrics::registry(run), Exposition::Text)
 }
 
-/// Follows the inputs and serves HTTP until `shutdown` completes.
-pub async fn serve(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+/// Follows the inputs and serves HTTP until `shutdown` completes. `on_listening` learns the
+/// bound address (which differs from the configured one for port 0).
+pub async fn serve(
+    config: Config,
+    on_listening: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     if let Some(dir) = &config.state_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
@@ -44,6 +50,7 @@ pub async fn serve(config: Config, shutdown: impl Future<Output = ()>) -> anyhow
     let state = Arc::new(HttpState {
         registry: metrics::registry(run),
         ready: AtomicBool::new(false),
+        header_read_timeout: config.header_read_timeout,
     });
     let (stop, stopped) = mpsc::channel();
     let ready_state = state.clone();
@@ -56,6 +63,7 @@ pub async fn serve(config: Config, shutdown: impl Future<Output = ()>) -> anyhow
         "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s)",
         config.logs.len()
     );
+    on_listening(addr);
     http::serve(listener, state.clone(), shutdown).await;
     tracing::info!("shutting down");
     drop(stop);

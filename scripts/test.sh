@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The project's one test command: provisions the test peers if missing, then runs every test
+# (unit tests, and integration tests against the built binary, promtool and a real Prometheus).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-test-peers.sh
+cargo test --locked --all-targets "$@"

@@ -1,0 +1,242 @@
+//! Shared helpers for the integration tests: the real binary, real files, real sockets.
+//!
+//! Waiting is done by polling an observable condition with a deadline, never by a fixed sleep:
+//! a test is as fast as the sidecar and fails with a message when it is not.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_pipeline-pulse");
+
+/// A running sidecar, killed when dropped.
+pub struct Sidecar {
+    pub child: Child,
+    pub addr: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Sidecar {
+    /// Starts `pipeline-pulse run ARGS --listen 127.0.0.1:0 --poll-interval 20ms` and waits
+    /// until it is listening.
+    pub fn run(args: &[&str]) -> Sidecar {
+        let mut all = vec!["run", "--listen", "127.0.0.1:0", "--poll-interval", "20ms"];
+        all.extend_from_slice(args);
+        Sidecar::start(&all)
+    }
+
+    pub fn start(args: &[&str]) -> Sidecar {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start pipeline-pulse");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[sidecar] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("the sidecar did not say where it listens within 20 s");
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap();
+                break addr.parse().expect("a socket address");
+            }
+        };
+        Sidecar {
+            child,
+            addr,
+            stderr: rx,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        http_get(self.addr, "GET", path, None)
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        let resp = self.get("/metrics");
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        Metrics(resp.body)
+    }
+
+    /// Scrapes until `check` accepts the exposition, or fails after 15 s showing the last one.
+    pub fn wait_metrics(&self, what: &str, check: impl Fn(&Metrics) -> bool) -> Metrics {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let m = self.metrics();
+            if check(&m) {
+                return m;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; last exposition:\n{}", m.0);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on a child we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        wait_exit(&mut self.child, Duration::from_secs(10))
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process did not exit within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request, `Connection: close`, read to the end.
+pub fn http_get(addr: SocketAddr, method: &str, path: &str, accept: Option<&str>) -> Response {
+    let mut s = TcpStream::connect(addr).expect("connect to the sidecar");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read the response");
+    let raw = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a complete response");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    Response {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// A text exposition with lookups by name and labels.
+pub struct Metrics(pub String);
+
+impl Metrics {
+    /// The value of the sample `name{labels}`; `labels` must match exactly, in order, as
+    /// `k="v",k2="v2"` (empty for none).
+    pub fn get(&self, name: &str, labels: &str) -> Option<f64> {
+        let key = if labels.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{name}{{{labels}}}")
+        };
+        self.0.lines().find_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            (k == key).then(|| v.parse().expect("a number"))
+        })
+    }
+
+    pub fn partition(&self, name: &str, partition: &str) -> Option<f64> {
+        self.get(name, &format!("partition=\"{partition}\""))
+    }
+
+    pub fn has_line_starting(&self, prefix: &str) -> bool {
+        self.0.lines().any(|l| l.starts_with(prefix))
+    }
+}
+
+/// Appends to a file, creating it, and flushes: what a pipeline's `print(flush=True)` does.
+pub fn append(path: &Path, text: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A tool the tests need from the system. Missing: fail and say how to install it.
+pub fn require_tool(name: &str, package: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "`{name}` is not installed; this test needs it. Install it with: \
+             apt-get update && apt-get install -y --no-install-recommends {package} \
+             (or run .ci/run, which does)"
+        )
+    })
+}
+
+/// A port nothing listens on right now (bind to 0, read it, release it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,189 @@
+//! Real peers: `promtool` lints our exposition and a real Prometheus server scrapes us.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A log with every line kind, several partitions, a restart and noise.
+fn rich_log(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Loading tokenizer from /shared/kimi-k2.5-int4...\n\
+         Model: /shared/kimi-k2.5-int4\n\
+         Processing: B1_glaive (SHORT)\n\
+         B1_glaive: 100 prompts\n\
+         Running 100 requests (concurrency=150, max_tokens=10240)...\n\
+         \x20 50/100 (0 err) 1.1 req/s avg_comp=217tok ETA=45s\n\
+         \x20 100/100 (1 err) 1.0 req/s avg_comp=298tok ETA=0s\n\
+         Processing: B2_\"quoted\"\\name (LONG)\n\
+         \x20 40/500 (0 err) 0.5 req/s avg_comp=1800tok ETA=15m\n\
+         Traceback (most recent call last):\n\
+         \x20 10/500 (0 err) 0.5 req/s avg_comp=1800tok ETA=16m\n",
+    )
+    .unwrap();
+    log
+}
+
+#[test]
+fn promtool_finds_nothing_to_say_about_our_exposition() {
+    let promtool = require_tool("promtool", "prometheus");
+    let dir = temp_dir();
+    let log = rich_log(&dir);
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--once",
+            "--log",
+            path_str(&log),
+            "--log",
+            "/nonexistent/other.log",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let exposition = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        exposition
+            .contains("pulse_pipeline_restarts_total{partition=\"B2_\\\"quoted\\\"\\\\name\"} 1"),
+        "{exposition}"
+    );
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let result = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(
+        result.status.success() && said.trim().is_empty(),
+        "promtool said:\n{said}\nabout:\n{exposition}"
+    );
+}
+
+/// A Prometheus server on a free loopback port, killed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn scraping(targets: &[std::net::SocketAddr]) -> Prometheus {
+        let binary = require_tool("prometheus", "prometheus");
+        let dir = temp_dir();
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pulse\n    static_configs:\n      - targets: [{}]\n",
+                targets.join(", ")
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new(binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        Prometheus {
+            child,
+            url: format!("127.0.0.1:{port}"),
+            _dir: dir,
+        }
+    }
+
+    /// Runs an instant query; `None` until Prometheus answers.
+    fn query(&self, expr: &str) -> Option<serde_json::Value> {
+        let encoded: String = expr
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let addr = self.url.parse().ok()?;
+        let resp = std::panic::catch_unwind(|| {
+            http_get(addr, "GET", &format!("/api/v1/query?query={encoded}"), None)
+        })
+        .ok()?;
+        let body = resp
+            .body
+            .split_once('{')
+            .map(|(_, rest)| format!("{{{rest}"))?;
+        serde_json::from_str::<serde_json::Value>(body.trim_end_matches(|c| c != '}')).ok()
+    }
+
+    /// The first sample's value of an instant query, polled until present (the first scrape
+    /// comes about 6 s after start even at a 1 s interval).
+    fn wait_value(&self, expr: &str, limit: Duration) -> f64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(v) = self.query(expr) {
+                if let Some(value) = v["data"]["result"][0]["value"][1].as_str() {
+                    return value.parse().unwrap();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no result for {expr} within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_us() {
+    let dir = temp_dir();
+    let log = rich_log(&dir);
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let prometheus = Prometheus::scraping(&[sidecar.addr]);
+    let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
+    assert_eq!(up, 1.0, "Prometheus could not scrape us");
+    let completed = prometheus.wait_value(
+        "pulse_partition_requests_completed{partition=\"B1_glaive\"}",
+        Duration::from_secs(10),
+    );
+    assert_eq!(completed, 100.0);
+    let info = prometheus.wait_value(
+        "pulse_partition_info{partition=\"B1_glaive\",mode=\"SHORT\"}",
+        Duration::from_secs(10),
+    );
+    assert_eq!(info, 1.0);
+    let restarts = prometheus.wait_value(
+        "sum(pulse_pipeline_restarts_total)",
+        Duration::from_secs(10),
+    );
+    assert_eq!(restarts, 1.0);
+}
