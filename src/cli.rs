@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// How often to check the inputs for new data, e.g. 250ms [default: 250ms].
     #[arg(long, value_name = "DURATION")]
     pub poll_interval: Option<String>,
+    /// How often to write the state directory's snapshot [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    pub snapshot_interval: Option<String>,
     /// How long an HTTP client may take to send its request headers [default: 10s].
     #[arg(long, value_name = "DURATION")]
     pub header_read_timeout: Option<String>,

@@ -14,6 +14,7 @@ use std::time::Duration;
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
 pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
 pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "5s";
 /// Long enough for any progress line or traceback frame; short enough that a runaway line
 /// costs a bounded amount of memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -53,6 +54,7 @@ pub struct RawConfig {
     pub poll_interval: Option<String>,
     pub max_line_bytes: Option<usize>,
     pub header_read_timeout: Option<String>,
+    pub snapshot_interval: Option<String>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
 }
@@ -76,6 +78,8 @@ pub struct Config {
     pub max_line_bytes: usize,
     /// How long an HTTP client may take to send its request headers.
     pub header_read_timeout: Duration,
+    /// How often the state directory's snapshot is rewritten.
+    pub snapshot_interval: Duration,
     pub logs: Vec<LogConfig>,
 }
 
@@ -114,6 +118,9 @@ impl RawConfig {
         }
         if let Some(timeout) = &args.header_read_timeout {
             self.header_read_timeout = Some(timeout.clone());
+        }
+        if let Some(interval) = &args.snapshot_interval {
+            self.snapshot_interval = Some(interval.clone());
         }
         if !args.logs.is_empty() {
             self.logs = args
@@ -167,6 +174,17 @@ impl RawConfig {
                 "must be more than 0s",
             ));
         }
+        let snapshot_interval = duration(
+            "snapshot_interval",
+            self.snapshot_interval.as_deref(),
+            DEFAULT_SNAPSHOT_INTERVAL,
+        )?;
+        if snapshot_interval < Duration::from_millis(100) {
+            return Err(ConfigError::invalid(
+                "snapshot_interval",
+                "must be at least 100ms",
+            ));
+        }
         let max_line_bytes = self.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
         if max_line_bytes < 256 {
             return Err(ConfigError::invalid(
@@ -186,6 +204,7 @@ impl RawConfig {
             poll_interval,
             max_line_bytes,
             header_read_timeout,
+            snapshot_interval,
             logs,
         })
     }
@@ -254,6 +273,7 @@ impl Config {
             header_read_timeout: Some(
                 humantime::format_duration(self.header_read_timeout).to_string(),
             ),
+            snapshot_interval: Some(humantime::format_duration(self.snapshot_interval).to_string()),
             logs: self
                 .logs
                 .iter()

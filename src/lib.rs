@@ -15,4 +15,5 @@ pub mod model;
 pub mod parse;
 pub mod process_metrics;
 pub mod sidecar;
+pub mod state;
 pub mod tail;

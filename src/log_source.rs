@@ -8,6 +8,7 @@ use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
 use crate::parse::Parser;
+use crate::state::{LogPosition, Snapshot, StateDir};
 use crate::tail::Follower;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -20,6 +21,26 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 pub struct LogSource {
     logs: Vec<FollowedLog>,
     run: Arc<Mutex<Run>>,
+    state: Option<Snapshots>,
+}
+
+/// Where and how often the source saves what it has read.
+pub struct Snapshots {
+    pub dir: StateDir,
+    pub every: Duration,
+    last: Option<Instant>,
+    failing: bool,
+}
+
+impl Snapshots {
+    pub fn new(dir: StateDir, every: Duration) -> Snapshots {
+        Snapshots {
+            dir,
+            every,
+            last: None,
+            failing: false,
+        }
+    }
 }
 
 struct FollowedLog {
@@ -31,8 +52,14 @@ struct FollowedLog {
 }
 
 impl LogSource {
-    pub fn new(logs: &[LogConfig], max_line_bytes: usize, run: Arc<Mutex<Run>>) -> LogSource {
-        LogSource {
+    /// A source for `logs`; with a state directory, it resumes from the last snapshot there.
+    pub fn new(
+        logs: &[LogConfig],
+        max_line_bytes: usize,
+        run: Arc<Mutex<Run>>,
+        state: Option<Snapshots>,
+    ) -> LogSource {
+        let mut source = LogSource {
             logs: logs
                 .iter()
                 .map(|l| FollowedLog {
@@ -43,7 +70,73 @@ impl LogSource {
                 })
                 .collect(),
             run,
+            state,
+        };
+        if let Some(snapshot) = source.state.as_ref().and_then(|s| s.dir.load()) {
+            source.restore(snapshot, &Self::paths(logs));
         }
+        source
+    }
+
+    fn restore(&mut self, snapshot: Snapshot, paths: &[String]) {
+        *self.run.lock().unwrap_or_else(|e| e.into_inner()) = Run::restored(snapshot.run, paths);
+        for (log, path) in self.logs.iter_mut().zip(paths) {
+            let Some(saved) = snapshot.logs.iter().find(|l| &l.path == path) else {
+                continue;
+            };
+            log.follower.set_stats(saved.stats);
+            // Resumed lines were read by the sidecar before; they are not a catch-up backlog.
+            log.has_read = true;
+            match &saved.position {
+                Some(position) if log.follower.resume(position) => {
+                    tracing::info!("resuming {path} at byte {}", position.offset)
+                }
+                Some(_) => tracing::info!(
+                    "{path} was replaced while the sidecar was down; reading it from the start"
+                ),
+                None => {}
+            }
+        }
+    }
+
+    /// Saves the model and the tail positions, if a state directory is configured. A failure
+    /// is logged once until it recovers; the sidecar goes on without it.
+    pub fn save_snapshot(&mut self) {
+        let Some(state) = &mut self.state else {
+            return;
+        };
+        let logs = self
+            .logs
+            .iter()
+            .map(|l| LogPosition {
+                path: l.follower.path().display().to_string(),
+                position: l.follower.position(),
+                stats: l.follower.stats(),
+            })
+            .collect();
+        let run = self.run.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match state.dir.save(&Snapshot::new(run, logs, clock::now())) {
+            Ok(()) if state.failing => {
+                tracing::info!("saving snapshots again");
+                state.failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !state.failing => {
+                tracing::warn!(
+                    "cannot save the snapshot {}: {e}; a restart will read the logs from the start",
+                    state.dir.snapshot_path().display()
+                );
+                state.failing = true;
+            }
+            Err(_) => {}
+        }
+        state.last = Some(Instant::now());
+    }
+
+    fn snapshot_due(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_some_and(|s| s.last.is_none_or(|last| last.elapsed() >= s.every))
     }
 
     /// The model's list of log paths, in the order the source indexes them.
@@ -72,11 +165,15 @@ impl LogSource {
         loop {
             self.poll();
             ready.store(true, Ordering::Release);
+            if self.snapshot_due() {
+                self.save_snapshot();
+            }
             match stop.recv_timeout(interval) {
                 Err(RecvTimeoutError::Timeout) => continue,
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        self.save_snapshot();
     }
 }
 

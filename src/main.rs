@@ -67,7 +67,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn run(config: Config, once: bool) -> anyhow::Result<()> {
     if once {
-        print!("{}", sidecar::once(&config));
+        print!("{}", sidecar::once(&config)?);
         return Ok(());
     }
     runtime()?.block_on(sidecar::serve(config, |_| {}, sidecar::shutdown_signal()))

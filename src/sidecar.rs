@@ -3,26 +3,37 @@
 
 use crate::config::Config;
 use crate::http::{self, HttpState};
-use crate::log_source::LogSource;
+use crate::log_source::{LogSource, Snapshots};
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
+use crate::state::StateDir;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
 
-fn model_and_source(config: &Config) -> (Arc<Mutex<Run>>, LogSource) {
+fn model_and_source(config: &Config) -> anyhow::Result<(Arc<Mutex<Run>>, LogSource)> {
+    let snapshots = match &config.state_dir {
+        Some(dir) => Some(Snapshots::new(
+            StateDir::open(dir)
+                .with_context(|| format!("cannot create the state directory {}", dir.display()))?,
+            config.snapshot_interval,
+        )),
+        None => None,
+    };
     let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
-    let source = LogSource::new(&config.logs, config.max_line_bytes, run.clone());
-    (run, source)
+    let source = LogSource::new(&config.logs, config.max_line_bytes, run.clone(), snapshots);
+    Ok((run, source))
 }
 
-/// `run --once`: reads every input to its end and returns the text exposition.
-pub fn once(config: &Config) -> String {
-    let (run, mut source) = model_and_source(config);
+/// `run --once`: reads every input to its end and returns the text exposition. With a state
+/// directory it continues from, and saves, the snapshot there.
+pub fn once(config: &Config) -> anyhow::Result<String> {
+    let (run, mut source) = model_and_source(config)?;
     source.poll();
-    metrics::encode(&metrics::registry(run), Exposition::Text)
+    source.save_snapshot();
+    Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
 }
 
 /// Follows the inputs and serves HTTP until `shutdown` completes. `on_listening` learns the
@@ -32,10 +43,6 @@ pub async fn serve(
     on_listening: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    if let Some(dir) = &config.state_dir {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-    }
     // Bind first: a taken port should fail start-up before anything else happens.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -46,7 +53,7 @@ pub async fn serve(
             )
         })?;
     let addr = listener.local_addr()?;
-    let (run, source) = model_and_source(&config);
+    let (run, source) = model_and_source(&config)?;
     let state = Arc::new(HttpState {
         registry: metrics::registry(run),
         ready: AtomicBool::new(false),

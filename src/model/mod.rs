@@ -11,6 +11,7 @@ pub use partition::Partition;
 pub use recent::RecentLines;
 
 use crate::parse::Event;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Unix time in seconds.
@@ -19,20 +20,23 @@ pub type Seconds = f64;
 /// Partition name used when a format names none and no header announced one.
 pub const DEFAULT_PARTITION: &str = "default";
 
-/// The whole run as seen through its logs.
-#[derive(Debug, Clone, Default)]
+/// The whole run as seen through its logs. Serializable: the state directory keeps it across
+/// sidecar restarts, together with the tail positions it corresponds to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Run {
     /// `Model:` from the log, for `pulse_pipeline_info`.
     pub model_name: Option<String>,
     pub partitions: BTreeMap<String, Partition>,
     pub logs: Vec<LogStats>,
+    /// How the sources fare now; not carried across restarts.
+    #[serde(skip)]
     pub collectors: BTreeMap<&'static str, CollectorState>,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
     pub recent_lines: RecentLines,
 }
 
 /// Per-log counters, exported with a `path` label.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LogStats {
     pub path: String,
     pub lines: u64,
@@ -64,6 +68,23 @@ impl Run {
                 .collect(),
             ..Run::default()
         }
+    }
+
+    /// A run restored from a snapshot, for the logs configured now: a log's counters (and the
+    /// partition its progress lines belong to) carry over when its path was followed before.
+    pub fn restored(mut saved: Run, log_paths: &[String]) -> Run {
+        let mut old = std::mem::take(&mut saved.logs);
+        saved.logs = log_paths
+            .iter()
+            .map(|path| match old.iter().position(|l| &l.path == path) {
+                Some(i) => old.swap_remove(i),
+                None => LogStats {
+                    path: path.clone(),
+                    ..LogStats::default()
+                },
+            })
+            .collect();
+        saved
     }
 
     /// Takes one line of log `log` and what the parser made of it.

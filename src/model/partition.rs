@@ -3,6 +3,7 @@
 
 use super::Seconds;
 use crate::parse::Progress;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Rates are computed over this much recent history: long enough to smooth the pipeline's
@@ -13,7 +14,7 @@ const WINDOW_POINTS: usize = 512;
 /// Below this span a rate is noise (and with `--once` every point has the same time).
 const MIN_SPAN_SECONDS: f64 = 1.0;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Partition {
     pub mode: Option<String>,
     pub concurrency: Option<u64>,
@@ -38,7 +39,7 @@ pub struct Partition {
     announced: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Point {
     at: Seconds,
     completed: u64,

@@ -9,7 +9,8 @@ const MAX_EXCERPT_BYTES: usize = 512;
 
 /// A ring of the last [`RECENT_LINES`] lines. Buffers are reused, so keeping it costs a copy
 /// per line and no allocation once warm.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct RecentLines {
     lines: VecDeque<String>,
 }

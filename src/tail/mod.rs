@@ -9,12 +9,19 @@
 //! - it knows a file by (device, inode): a new identity under the path is a rotation, and the old
 //!   file is drained to its end, and kept a little longer, because writers often append to the
 //!   renamed file for a moment before they reopen;
-//! - a file shorter than our offset was truncated (copytruncate): read again from the start;
+//! - a file shorter than our offset, or whose bytes just before our offset changed, was
+//!   truncated (copytruncate, even when the writer refills it past our offset before we look):
+//!   read again from the start;
 //! - a line longer than the cap is dropped and counted, so one runaway line cannot take memory.
 //!
 //! Empty lines (and the empty piece between `\r` and `\n`) are not lines.
 
-use memchr::memchr2_iter;
+mod position;
+mod split;
+
+pub use position::Position;
+
+use split::split;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -34,7 +41,7 @@ pub struct TailError {
 }
 
 /// What a follower has seen happen to its file, exported as `pulse_tail_*`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TailStats {
     pub rotations: u64,
     pub truncations: u64,
@@ -52,7 +59,7 @@ pub struct Polled {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
 }
@@ -71,6 +78,8 @@ struct Open {
     file: File,
     id: FileId,
     offset: u64,
+    /// The last bytes before `offset`, to notice the file was rewritten under us.
+    before: Vec<u8>,
     /// The unfinished last line, waiting for its terminator.
     partial: Vec<u8>,
     /// Inside an oversized line: skip bytes until its terminator.
@@ -88,6 +97,28 @@ pub struct Follower {
     draining: Vec<Open>,
     stats: TailStats,
     buf: Vec<u8>,
+}
+
+impl Open {
+    fn new(file: File, id: FileId) -> Open {
+        Open {
+            file,
+            id,
+            offset: 0,
+            before: Vec::new(),
+            partial: Vec::new(),
+            discarding: false,
+            idle_polls: 0,
+        }
+    }
+
+    /// Reads the file again from its first byte.
+    fn restart(&mut self) {
+        self.offset = 0;
+        self.before.clear();
+        self.partial.clear();
+        self.discarding = false;
+    }
 }
 
 impl Follower {
@@ -111,6 +142,11 @@ impl Follower {
         self.stats
     }
 
+    /// Continues counting from `stats` (restored from a snapshot).
+    pub fn set_stats(&mut self, stats: TailStats) {
+        self.stats = stats;
+    }
+
     /// Reads what is new, up to about `budget` bytes of the current file, and hands every
     /// complete line to `on_line`.
     pub fn poll<F: FnMut(&[u8])>(
@@ -128,11 +164,11 @@ impl Follower {
             let id = FileId::of(meta);
             match &mut self.current {
                 Some(open) if open.id == id => {
-                    if meta.len() < open.offset {
+                    let rewritten = meta.len() > open.offset
+                        && !position::bytes_match(&open.file, open.offset, &open.before);
+                    if meta.len() < open.offset || rewritten {
                         self.stats.truncations += 1;
-                        open.offset = 0;
-                        open.partial.clear();
-                        open.discarding = false;
+                        open.restart();
                     }
                 }
                 Some(_) => {
@@ -168,14 +204,10 @@ impl Follower {
             Err(e) => return Err(self.error(e)),
         };
         let id = FileId::of(&file.metadata().map_err(|e| self.error(e))?);
-        Ok((id == expected).then_some(Open {
-            file,
-            id,
-            offset: 0,
-            partial: Vec::new(),
-            discarding: false,
-            idle_polls: 0,
-        }))
+        if id != expected {
+            return Ok(None);
+        }
+        Ok(Some(Open::new(file, id)))
     }
 
     fn poll_draining<F: FnMut(&[u8])>(&mut self, on_line: &mut F) -> Result<(), TailError> {
@@ -216,6 +248,7 @@ impl Follower {
                 Err(e) => return Err(self.error(e)),
             };
             open.offset += n as u64;
+            position::keep_last(&mut open.before, &self.buf[..n]);
             total += n as u64;
             self.stats.bytes += n as u64;
             split(
@@ -234,47 +267,6 @@ impl Follower {
             path: self.path.clone(),
             source,
         }
-    }
-}
-
-/// Splits `chunk` into lines, joining the held partial line to the first piece.
-fn split<F: FnMut(&[u8])>(
-    chunk: &[u8],
-    open: &mut Open,
-    max_line: usize,
-    stats: &mut TailStats,
-    on_line: &mut F,
-) {
-    let mut start = 0;
-    for end in memchr2_iter(b'\n', b'\r', chunk) {
-        let piece = &chunk[start..end];
-        start = end + 1;
-        if open.discarding {
-            open.discarding = false;
-        } else if !open.partial.is_empty() {
-            if open.partial.len() + piece.len() > max_line {
-                stats.oversized_lines += 1;
-            } else {
-                open.partial.extend_from_slice(piece);
-                on_line(&open.partial);
-            }
-            open.partial.clear();
-        } else if piece.len() > max_line {
-            stats.oversized_lines += 1;
-        } else if !piece.is_empty() {
-            on_line(piece);
-        }
-    }
-    let rest = &chunk[start..];
-    if open.discarding || rest.is_empty() {
-        return;
-    }
-    if open.partial.len() + rest.len() > max_line {
-        stats.oversized_lines += 1;
-        open.discarding = true;
-        open.partial = Vec::new();
-    } else {
-        open.partial.extend_from_slice(rest);
     }
 }
 
@@ -334,6 +326,22 @@ mod tests {
         assert_eq!(lines(&mut f).len(), 2);
         std::fs::write(&path, b"c\n").unwrap();
         assert_eq!(lines(&mut f), ["c"]);
+        assert_eq!(f.stats().truncations, 1);
+    }
+
+    #[test]
+    fn fast_copytruncate_is_noticed_even_when_the_file_regrew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        append(&path, b"aaaa\nbbbb\n");
+        let mut f = Follower::new(&path, 1024);
+        assert_eq!(lines(&mut f).len(), 2);
+        // Truncated and refilled past our offset between two polls.
+        std::fs::write(&path, b"cccccc\ndddddd\neeeeee\n").unwrap();
+        assert_eq!(lines(&mut f), ["cccccc", "dddddd", "eeeeee"]);
+        assert_eq!(f.stats().truncations, 1);
+        append(&path, b"ffff\n");
+        assert_eq!(lines(&mut f), ["ffff"]);
         assert_eq!(f.stats().truncations, 1);
     }
 

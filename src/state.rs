@@ -1,0 +1,154 @@
+//! The state directory: what the sidecar keeps across its own restarts.
+//!
+//! A snapshot holds the model and, for each log, the tail position it corresponds to, so a
+//! sidecar killed with SIGKILL resumes exactly where its last snapshot stood: the lines after
+//! that position are read again and applied to the model as it was then, so none is counted
+//! twice and none is missed. Snapshots are written atomically (temp file, fsync, rename), and
+//! a corrupt or unreadable one is reported and ignored: the logs are then read from the start.
+
+use crate::model::Run;
+use crate::tail::{Position, TailStats};
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Bumped when the snapshot's shape changes incompatibly; other versions are ignored.
+const VERSION: u32 = 1;
+const SNAPSHOT: &str = "snapshot.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub version: u32,
+    pub saved_at: f64,
+    pub run: Run,
+    pub logs: Vec<LogPosition>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogPosition {
+    pub path: String,
+    pub position: Option<Position>,
+    pub stats: TailStats,
+}
+
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// Creates the directory if needed.
+    pub fn open(dir: &Path) -> io::Result<StateDir> {
+        fs::create_dir_all(dir)?;
+        Ok(StateDir {
+            dir: dir.to_owned(),
+        })
+    }
+
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.dir.join(SNAPSHOT)
+    }
+
+    /// The last snapshot, if there is a usable one. Problems are logged, never fatal.
+    pub fn load(&self) -> Option<Snapshot> {
+        let path = self.snapshot_path();
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!("ignoring the snapshot {}: {e}", path.display());
+                return None;
+            }
+        };
+        match serde_json::from_slice::<Snapshot>(&bytes) {
+            Ok(s) if s.version == VERSION => Some(s),
+            Ok(s) => {
+                tracing::warn!(
+                    "ignoring the snapshot {}: version {} is not {VERSION}; reading the logs from the start",
+                    path.display(),
+                    s.version
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "ignoring the corrupt snapshot {}: {e}; reading the logs from the start",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Writes the snapshot atomically.
+    pub fn save(&self, snapshot: &Snapshot) -> io::Result<()> {
+        let bytes = serde_json::to_vec(snapshot).map_err(io::Error::other)?;
+        write_atomic(&self.snapshot_path(), &bytes)
+    }
+}
+
+impl Snapshot {
+    pub fn new(run: Run, logs: Vec<LogPosition>, saved_at: f64) -> Snapshot {
+        Snapshot {
+            version: VERSION,
+            saved_at,
+            run,
+            logs,
+        }
+    }
+}
+
+/// Replaces `path` with `bytes` so that a reader (or a crash) sees the old file or the new one,
+/// never a mix: write a temp file beside it, fsync, rename over, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        // Makes the rename itself durable; some filesystems refuse to open a directory.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("nested/state")).unwrap();
+        assert!(state.load().is_none());
+        let mut run = Run::new(&["a.log".into()]);
+        run.logs[0].lines = 42;
+        let snap = Snapshot::new(
+            run,
+            vec![LogPosition {
+                path: "a.log".into(),
+                position: None,
+                stats: TailStats {
+                    rotations: 2,
+                    ..TailStats::default()
+                },
+            }],
+            1.5,
+        );
+        state.save(&snap).unwrap();
+        let back = state.load().unwrap();
+        assert_eq!(back.run.logs[0].lines, 42);
+        assert_eq!(back.logs[0].stats.rotations, 2);
+
+        fs::write(state.snapshot_path(), b"{\"version\":1,\"run\":").unwrap();
+        assert!(state.load().is_none(), "a torn snapshot is ignored");
+        fs::write(state.snapshot_path(), b"\xff\xfe garbage").unwrap();
+        assert!(state.load().is_none());
+    }
+}
