@@ -19,6 +19,8 @@ pub struct Sidecar {
     pub child: Child,
     pub addr: SocketAddr,
     stderr: mpsc::Receiver<String>,
+    /// What it logged before it was listening.
+    startup_log: Vec<String>,
 }
 
 impl Sidecar {
@@ -49,11 +51,13 @@ impl Sidecar {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(20);
+        let mut startup_log = Vec::new();
         let addr = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx
                 .recv_timeout(left)
                 .expect("the sidecar did not say where it listens within 20 s");
+            startup_log.push(line.clone());
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 let addr = rest.split_whitespace().next().unwrap();
                 break addr.parse().expect("a socket address");
@@ -63,6 +67,7 @@ impl Sidecar {
             child,
             addr,
             stderr: rx,
+            startup_log,
         }
     }
 
@@ -89,6 +94,28 @@ impl Sidecar {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits up to 10 s for a line of the sidecar's log that contains `needle`.
+    pub fn wait_log(&self, needle: &str) -> String {
+        if let Some(line) = self.startup_log.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("the sidecar never logged {needle:?}"),
+            }
+        }
+    }
+
+    /// Sends SIGKILL: no chance to save anything.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -239,4 +266,21 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Runs a Python writer script (the "pipeline") with arguments; returns the child.
+pub fn python(script: &str, args: &[&str]) -> Child {
+    let python = require_tool("python3", "python3");
+    Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .spawn()
+        .expect("start the python writer")
+}
+
+/// Runs a Python writer script to completion and checks it succeeded.
+pub fn python_done(script: &str, args: &[&str]) {
+    let status = python(script, args).wait().unwrap();
+    assert!(status.success(), "the writer failed: {status}");
 }

@@ -1,0 +1,320 @@
+//! The tailer's promises under faults: real files, real writer processes, the real binary, and
+//! exact counts. Every case ends by checking `pulse_log_lines_total` and the model's values
+//! against what the writer wrote.
+
+mod common;
+
+use common::*;
+
+/// Progress lines `  i/total (0 err) ...` for i in start..=end, one per line.
+const PROGRESS: &str = r#"
+import sys
+def progress(f, start, end, total):
+    for i in range(start, end + 1):
+        f.write(f"  {i}/{total} (0 err) 10.0 req/s avg_comp=100tok ETA=1m\n")
+"#;
+
+fn label(log: &std::path::Path) -> String {
+    format!("path=\"{}\"", path_str(log))
+}
+
+fn lines_total(m: &Metrics, log: &std::path::Path) -> f64 {
+    m.get("pulse_log_lines_total", &label(log)).unwrap_or(-1.0)
+}
+
+/// Waits until the sidecar has read exactly `expected` lines and the partition shows
+/// `completed`, then checks that nothing was mistaken for a pipeline restart.
+fn expect_exact(
+    sidecar: &Sidecar,
+    log: &std::path::Path,
+    expected: f64,
+    completed: f64,
+) -> Metrics {
+    let m = sidecar.wait_metrics(&format!("{expected} lines"), |m| {
+        lines_total(m, log) >= expected
+            && m.partition("pulse_partition_requests_completed", "A") == Some(completed)
+    });
+    assert_eq!(lines_total(&m, log), expected, "lines lost or doubled");
+    assert_eq!(
+        m.get("pulse_log_lines_matched_total", &label(log)),
+        Some(expected)
+    );
+    assert_eq!(m.partition("pulse_pipeline_restarts_total", "A"), Some(0.0));
+    m
+}
+
+#[test]
+fn bursts_through_an_8k_buffered_writer() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    // Python's buffered writer flushes whenever 8 KiB fill up, cutting lines anywhere.
+    let script = format!(
+        "{PROGRESS}
+import time
+with open(sys.argv[1], 'a', buffering=8192) as f:
+    f.write('Processing: A\\n')
+    for burst in range(50):
+        progress(f, burst * 1000 + 1, burst * 1000 + 1000, 50000)
+        time.sleep(0.005)
+"
+    );
+    python_done(&script, &[path_str(&log)]);
+    expect_exact(&sidecar, &log, 50_001.0, 50_000.0);
+}
+
+#[test]
+fn one_line_written_a_byte_at_a_time() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    std::fs::write(&log, "Processing: A\n").unwrap();
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let script = r#"
+import sys, time
+line = "  777/1000 (0 err) 10.0 req/s avg_comp=100tok ETA=1m\n"
+with open(sys.argv[1], 'a') as f:
+    for ch in line:
+        f.write(ch)
+        f.flush()
+        time.sleep(0.003)
+"#;
+    python_done(script, &[path_str(&log)]);
+    expect_exact(&sidecar, &log, 2.0, 777.0);
+}
+
+#[test]
+fn rename_rotation_while_the_writer_keeps_appending_to_the_old_file() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let script = format!(
+        "{PROGRESS}
+import os, time
+path = sys.argv[1]
+f = open(path, 'a', buffering=1)
+f.write('Processing: A\\n')
+progress(f, 1, 1000, 3000)
+time.sleep(0.1)
+os.rename(path, path + '.1')          # logrotate 'create': rename...
+progress(f, 1001, 1500, 3000)         # ...but the writer still holds the old file
+time.sleep(0.2)
+open(path, 'a').close()               # logrotate creates the new file
+progress(f, 1501, 2000, 3000)         # the writer has not reopened yet
+time.sleep(0.2)
+f.close()
+f = open(path, 'a', buffering=1)      # now it reopens
+progress(f, 2001, 3000, 3000)
+f.close()
+"
+    );
+    python_done(&script, &[path_str(&log)]);
+    let m = expect_exact(&sidecar, &log, 3001.0, 3000.0);
+    assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+}
+
+/// logrotate's copytruncate: copy the file away, truncate it; the writer (O_APPEND) goes on.
+fn copytruncate(fast: bool) {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let first = format!(
+        "{PROGRESS}
+with open(sys.argv[1], 'a') as f:
+    f.write('Processing: A\\n')
+    progress(f, 1, 1000, 5000)
+"
+    );
+    python_done(&first, &[path_str(&log)]);
+    sidecar.wait_metrics("the first 1001 lines", |m| lines_total(m, &log) == 1001.0);
+    // Fast: truncate and at once write more bytes than the file had, before any poll can
+    // see it empty. Slow: truncate, let the sidecar see the empty file, then write.
+    let pause = if fast { "0" } else { "0.3" };
+    let second = format!(
+        "{PROGRESS}
+import shutil, time
+path = sys.argv[1]
+shutil.copy(path, path + '.1')
+with open(path, 'a') as f:
+    f.truncate(0)
+    time.sleep({pause})
+    progress(f, 1001, 5000, 5000)
+"
+    );
+    python_done(&second, &[path_str(&log)]);
+    let m = expect_exact(&sidecar, &log, 5001.0, 5000.0);
+    assert_eq!(
+        m.get("pulse_tail_truncations_total", &label(&log)),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn copytruncate_slow() {
+    copytruncate(false);
+}
+
+#[test]
+fn copytruncate_fast() {
+    copytruncate(true);
+}
+
+#[test]
+fn delete_and_recreate() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    std::fs::write(&log, "Processing: A\n  10/100 (0 err) 1.0 req/s\n").unwrap();
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    sidecar.wait_metrics("the first file", |m| lines_total(m, &log) == 2.0);
+    std::fs::remove_file(&log).unwrap();
+    std::fs::write(
+        &log,
+        "  20/100 (0 err) 1.0 req/s\n  30/100 (0 err) 1.0 req/s\n",
+    )
+    .unwrap();
+    let m = expect_exact(&sidecar, &log, 4.0, 30.0);
+    assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+    assert_eq!(m.get("pulse_collector_up", "collector=\"log\""), Some(1.0));
+}
+
+#[test]
+fn file_and_folder_missing_at_start() {
+    let dir = temp_dir();
+    let log = dir.path().join("not/yet/run.log");
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    assert_eq!(lines_total(&sidecar.metrics(), &log), 0.0);
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "Processing: A\n  5/10 (0 err) 1.0 req/s\n").unwrap();
+    expect_exact(&sidecar, &log, 2.0, 5.0);
+}
+
+#[test]
+fn a_100_mb_line_is_capped_and_memory_stays_bounded() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let script = r#"
+import sys
+with open(sys.argv[1], 'a') as f:
+    f.write('Processing: A\n')
+    chunk = 'x' * (1 << 20)
+    for _ in range(100):
+        f.write(chunk)
+        f.flush()
+    f.write('\n  5/10 (0 err) 1.0 req/s\n  6/10 (0 err) 1.0 req/s\n')
+"#;
+    python_done(script, &[path_str(&log)]);
+    let m = expect_exact(&sidecar, &log, 3.0, 6.0);
+    assert_eq!(
+        m.get("pulse_tail_oversized_lines_total", &label(&log)),
+        Some(1.0)
+    );
+    let rss = m.get("process_resident_memory_bytes", "").unwrap();
+    assert!(
+        rss < 64.0 * 1024.0 * 1024.0,
+        "resident memory {rss} bytes after a 100 MB line"
+    );
+}
+
+#[test]
+fn invalid_utf8_and_nul_bytes_are_lines_not_crashes() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(b"\xff\xfe not utf-8\n");
+    bytes.extend_from_slice(b"\x00\x00\x00\x00\n");
+    bytes.extend_from_slice(b"Processing: A\n");
+    bytes.extend_from_slice(b"  5/10 (0 err) 1.0 req/s\x00 trailing nul\n");
+    bytes.extend_from_slice(b"cut \xe2\x82 in the middle of a character\n");
+    bytes.extend_from_slice(b"  7/10 (0 err) 1.0 req/s\n");
+    std::fs::write(&log, &bytes).unwrap();
+    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let m = sidecar.wait_metrics("six lines", |m| lines_total(m, &log) == 6.0);
+    assert_eq!(
+        m.partition("pulse_partition_requests_completed", "A"),
+        Some(7.0)
+    );
+    // The header and both progress lines (a NUL after the rate does not hide the counts).
+    assert_eq!(
+        m.get("pulse_log_lines_matched_total", &label(&log)),
+        Some(3.0)
+    );
+    assert_eq!(sidecar.get("/-/healthy").status, 200);
+}
+
+#[test]
+fn sigkill_and_restart_resume_without_doubling_or_losing_lines() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    let args = [
+        "--log",
+        path_str(&log),
+        "--state-dir",
+        path_str(&state),
+        "--snapshot-interval",
+        "100ms",
+    ];
+    let mut sidecar = Sidecar::run(&args);
+    let first = format!(
+        "{PROGRESS}
+with open(sys.argv[1], 'a') as f:
+    f.write('Processing: A\\n')
+    progress(f, 1, 3000, 9000)
+    f.write('  3001/9000 (0 err) 10.0 req/s avg_')    # a partial line at the moment of the kill
+"
+    );
+    python_done(&first, &[path_str(&log)]);
+    sidecar.wait_metrics("the first 3001 lines", |m| lines_total(m, &log) == 3001.0);
+    // Once a snapshot holds them, kill without warning.
+    let snapshot = state.join("snapshot.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read(&snapshot)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["run"]["logs"][0]["lines"] == 3001)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot with 3001 lines"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sidecar.kill9();
+
+    // While the sidecar is down: more lines, then a rename rotation. Lines in the rotated
+    // file exist nowhere under the path any more; only the snapshot's position finds them.
+    let second = format!(
+        "{PROGRESS}
+import os
+path = sys.argv[1]
+with open(path, 'a') as f:
+    f.write('comp=100tok ETA=1m\\n')
+    progress(f, 3002, 6000, 9000)
+os.rename(path, path + '.1')
+with open(path, 'a') as f:
+    progress(f, 6001, 9000, 9000)
+"
+    );
+    python_done(&second, &[path_str(&log)]);
+    let sidecar = Sidecar::run(&args);
+    sidecar.wait_log("replaced while the sidecar was down");
+    let m = expect_exact(&sidecar, &log, 9001.0, 9000.0);
+    assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+}
+
+#[test]
+fn a_corrupt_snapshot_is_reported_and_ignored() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        state.join("snapshot.json"),
+        b"{\"version\": 1, \"run\": {\"logs\": [tr",
+    )
+    .unwrap();
+    std::fs::write(&log, "Processing: A\n  5/10 (0 err) 1.0 req/s\n").unwrap();
+    let sidecar = Sidecar::run(&["--log", path_str(&log), "--state-dir", path_str(&state)]);
+    sidecar.wait_log("ignoring the corrupt snapshot");
+    expect_exact(&sidecar, &log, 2.0, 5.0);
+}
