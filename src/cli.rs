@@ -37,6 +37,14 @@ pub struct RunArgs {
     /// A progress log to follow (repeatable). It may not exist yet.
     #[arg(long = "log", value_name = "PATH")]
     pub logs: Vec<PathBuf>,
+    /// Output files to count and inspect, one JSON record per line (repeatable), e.g.
+    /// '/data/run/prepared/*/raw_responses.jsonl'. The partition is each file's folder name.
+    #[arg(long = "outputs", value_name = "GLOB")]
+    pub outputs: Vec<String>,
+    /// Input files whose line counts are each partition's planned requests (repeatable), e.g.
+    /// '/data/run/prepared/*/prompts.jsonl'.
+    #[arg(long = "inputs", value_name = "GLOB")]
+    pub inputs: Vec<String>,
     /// Format of the logs given with --log.
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     pub log_format: Option<Format>,

@@ -5,6 +5,7 @@
 //! the merge means an error names the key whichever way the value came in.
 
 use crate::cli::RunArgs;
+use crate::outputs::record::Pointers;
 use crate::parse::{Format, Parser, RegexFormat, RunInference, Tqdm};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -18,6 +19,9 @@ pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "5s";
 /// Long enough for any progress line or traceback frame; short enough that a runaway line
 /// costs a bounded amount of memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
+/// A record longer than this is counted but not inspected: even a 100k-token completion with
+/// its reasoning fits, and one corrupt line cannot take the sidecar's memory.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -55,8 +59,28 @@ pub struct RawConfig {
     pub max_line_bytes: Option<usize>,
     pub header_read_timeout: Option<String>,
     pub snapshot_interval: Option<String>,
+    pub max_record_bytes: Option<usize>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
+    #[serde(default)]
+    pub outputs: Vec<RawOutputs>,
+    /// Globs of input files whose line counts are the planned requests per partition.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutputs {
+    pub glob: String,
+    /// A fixed partition name; by default the name of each file's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// `false` counts records without parsing them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inspect: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointers: Option<Pointers>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -80,7 +104,18 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
+    pub max_record_bytes: usize,
     pub logs: Vec<LogConfig>,
+    pub outputs: Vec<OutputConfig>,
+    pub inputs: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    pub glob: String,
+    pub partition: Option<String>,
+    pub inspect: bool,
+    pub pointers: Pointers,
 }
 
 #[derive(Debug, Clone)]
@@ -121,6 +156,19 @@ impl RawConfig {
         }
         if let Some(interval) = &args.snapshot_interval {
             self.snapshot_interval = Some(interval.clone());
+        }
+        if !args.outputs.is_empty() {
+            self.outputs = args
+                .outputs
+                .iter()
+                .map(|glob| RawOutputs {
+                    glob: glob.clone(),
+                    ..RawOutputs::default()
+                })
+                .collect();
+        }
+        if !args.inputs.is_empty() {
+            self.inputs = args.inputs.clone();
         }
         if !args.logs.is_empty() {
             self.logs = args
@@ -192,12 +240,28 @@ impl RawConfig {
                 "must be at least 256",
             ));
         }
+        let max_record_bytes = self.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES);
+        if max_record_bytes < 1024 {
+            return Err(ConfigError::invalid(
+                "max_record_bytes",
+                "must be at least 1024",
+            ));
+        }
         let logs = self
             .logs
             .iter()
             .enumerate()
             .map(|(i, log)| log.validate(i))
             .collect::<Result<Vec<_>, _>>()?;
+        let outputs = self
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| o.validate(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, glob) in self.inputs.iter().enumerate() {
+            check_glob(&format!("inputs[{i}]"), glob)?;
+        }
         Ok(Config {
             listen,
             state_dir: self.state_dir.clone(),
@@ -205,7 +269,10 @@ impl RawConfig {
             max_line_bytes,
             header_read_timeout,
             snapshot_interval,
+            max_record_bytes,
             logs,
+            outputs,
+            inputs: self.inputs.clone(),
         })
     }
 }
@@ -245,6 +312,45 @@ impl RawLog {
     }
 }
 
+impl RawOutputs {
+    fn validate(&self, i: usize) -> Result<OutputConfig, ConfigError> {
+        let key = |k: &str| format!("outputs[{i}].{k}");
+        check_glob(&key("glob"), &self.glob)?;
+        if self.partition.as_deref().is_some_and(str::is_empty) {
+            return Err(ConfigError::invalid(key("partition"), "must not be empty"));
+        }
+        let pointers = self.pointers.clone().unwrap_or_default();
+        for (name, list) in [
+            ("tokens", &pointers.tokens),
+            ("finish_reason", &pointers.finish_reason),
+            ("text", &pointers.text),
+            ("error", &pointers.error),
+        ] {
+            if let Some(bad) = list.iter().find(|p| !p.is_empty() && !p.starts_with('/')) {
+                return Err(ConfigError::invalid(
+                    key(&format!("pointers.{name}")),
+                    format!("{bad:?} is not a JSON pointer; pointers start with / as in /meta_info/completion_tokens"),
+                ));
+            }
+        }
+        Ok(OutputConfig {
+            glob: self.glob.clone(),
+            partition: self.partition.clone(),
+            inspect: self.inspect.unwrap_or(true),
+            pointers,
+        })
+    }
+}
+
+fn check_glob(key: &str, glob: &str) -> Result<(), ConfigError> {
+    if glob.is_empty() {
+        return Err(ConfigError::invalid(key, "must not be empty"));
+    }
+    glob::Pattern::new(glob)
+        .map(|_| ())
+        .map_err(|e| ConfigError::invalid(key, format!("{glob:?} is not a valid glob: {e}")))
+}
+
 impl LogConfig {
     /// A log read with `parser` (for configurations built in code, such as the demo's).
     pub fn new(path: PathBuf, parser: Parser) -> LogConfig {
@@ -274,6 +380,18 @@ impl Config {
                 humantime::format_duration(self.header_read_timeout).to_string(),
             ),
             snapshot_interval: Some(humantime::format_duration(self.snapshot_interval).to_string()),
+            max_record_bytes: Some(self.max_record_bytes),
+            outputs: self
+                .outputs
+                .iter()
+                .map(|o| RawOutputs {
+                    glob: o.glob.clone(),
+                    partition: o.partition.clone(),
+                    inspect: Some(o.inspect),
+                    pointers: Some(o.pointers.clone()),
+                })
+                .collect(),
+            inputs: self.inputs.clone(),
             logs: self
                 .logs
                 .iter()

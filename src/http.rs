@@ -14,7 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -25,8 +25,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// What the handlers need.
 pub struct HttpState {
     pub registry: Registry,
-    /// Set once every input has been read to its end once, so the first scrape shows the run.
-    pub ready: AtomicBool,
+    /// Sources that have not yet read their inputs to the end once; ready at 0, so the first
+    /// scrape after readiness shows the run.
+    pub catching_up: Arc<AtomicUsize>,
     /// A client gets this long to send its request headers.
     pub header_read_timeout: Duration,
 }
@@ -104,7 +105,9 @@ fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             with_type(StatusCode::OK, format.content_type(), body)
         }
         "/-/healthy" => text(StatusCode::OK, "OK\n"),
-        "/-/ready" if state.ready.load(Ordering::Acquire) => text(StatusCode::OK, "OK\n"),
+        "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {
+            text(StatusCode::OK, "OK\n")
+        }
         "/-/ready" => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "reading the inputs for the first time\n",

@@ -8,12 +8,11 @@ use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
 use crate::parse::Parser;
+use crate::source::Source;
 use crate::state::{LogPosition, Snapshot, StateDir};
-use crate::tail::Follower;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use crate::tail::{Follower, Tailed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bytes read from one log per model lock.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
@@ -21,26 +20,9 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 pub struct LogSource {
     logs: Vec<FollowedLog>,
     run: Arc<Mutex<Run>>,
-    state: Option<Snapshots>,
-}
-
-/// Where and how often the source saves what it has read.
-pub struct Snapshots {
-    pub dir: StateDir,
-    pub every: Duration,
-    last: Option<Instant>,
+    state: Option<StateDir>,
+    /// Saving failed last time: say so once, and again when it recovers.
     failing: bool,
-}
-
-impl Snapshots {
-    pub fn new(dir: StateDir, every: Duration) -> Snapshots {
-        Snapshots {
-            dir,
-            every,
-            last: None,
-            failing: false,
-        }
-    }
 }
 
 struct FollowedLog {
@@ -48,6 +30,7 @@ struct FollowedLog {
     parser: Parser,
     /// What we last said about this log's health, so a lasting problem is logged once.
     last_problem: Option<String>,
+    /// Whether lines were read before (at start-up they are a backlog, stamped with the mtime).
     has_read: bool,
 }
 
@@ -57,7 +40,7 @@ impl LogSource {
         logs: &[LogConfig],
         max_line_bytes: usize,
         run: Arc<Mutex<Run>>,
-        state: Option<Snapshots>,
+        state: Option<StateDir>,
     ) -> LogSource {
         let mut source = LogSource {
             logs: logs
@@ -71,8 +54,9 @@ impl LogSource {
                 .collect(),
             run,
             state,
+            failing: false,
         };
-        if let Some(snapshot) = source.state.as_ref().and_then(|s| s.dir.load()) {
+        if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
         }
         source
@@ -102,7 +86,7 @@ impl LogSource {
     /// Saves the model and the tail positions, if a state directory is configured. A failure
     /// is logged once until it recovers; the sidecar goes on without it.
     pub fn save_snapshot(&mut self) {
-        let Some(state) = &mut self.state else {
+        let Some(state) = &self.state else {
             return;
         };
         let logs = self
@@ -115,28 +99,21 @@ impl LogSource {
             })
             .collect();
         let run = self.run.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match state.dir.save(&Snapshot::new(run, logs, clock::now())) {
-            Ok(()) if state.failing => {
+        match state.save(&Snapshot::new(run, logs, clock::now())) {
+            Ok(()) if self.failing => {
                 tracing::info!("saving snapshots again");
-                state.failing = false;
+                self.failing = false;
             }
             Ok(()) => {}
-            Err(e) if !state.failing => {
+            Err(e) if !self.failing => {
                 tracing::warn!(
                     "cannot save the snapshot {}: {e}; a restart will read the logs from the start",
-                    state.dir.snapshot_path().display()
+                    state.snapshot_path().display()
                 );
-                state.failing = true;
+                self.failing = true;
             }
             Err(_) => {}
         }
-        state.last = Some(Instant::now());
-    }
-
-    fn snapshot_due(&self) -> bool {
-        self.state
-            .as_ref()
-            .is_some_and(|s| s.last.is_none_or(|last| last.elapsed() >= s.every))
     }
 
     /// The model's list of log paths, in the order the source indexes them.
@@ -158,22 +135,15 @@ impl LogSource {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
         run.set_collector("log", all_up, elapsed);
     }
+}
 
-    /// Polls every `interval` until `stop` receives a message or its sender is dropped; sets
-    /// `ready` once every log has been read to its end.
-    pub fn run_until(mut self, interval: Duration, stop: Receiver<()>, ready: &AtomicBool) {
-        loop {
-            self.poll();
-            ready.store(true, Ordering::Release);
-            if self.snapshot_due() {
-                self.save_snapshot();
-            }
-            match stop.recv_timeout(interval) {
-                Err(RecvTimeoutError::Timeout) => continue,
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        self.save_snapshot();
+impl Source for LogSource {
+    fn poll(&mut self) {
+        LogSource::poll(self);
+    }
+
+    fn save_snapshot(&mut self) {
+        LogSource::save_snapshot(self);
     }
 }
 
@@ -193,8 +163,10 @@ impl FollowedLog {
             let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
             let run = &mut *guard;
             let parser = &self.parser;
-            let result = self.follower.poll(BATCH_BYTES, |line| {
-                run.ingest(index, line, parser.parse(line), now);
+            let result = self.follower.poll(BATCH_BYTES, |tailed| {
+                if let Tailed::Line(line) = tailed {
+                    run.ingest(index, line, parser.parse(line), now);
+                }
             });
             let stats = self.follower.stats();
             let log = &mut run.logs[index];

@@ -3,37 +3,77 @@
 
 use crate::config::Config;
 use crate::http::{self, HttpState};
-use crate::log_source::{LogSource, Snapshots};
+use crate::log_source::LogSource;
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
+use crate::outputs::OutputSource;
+use crate::source::{self, Source};
 use crate::state::StateDir;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc, Mutex};
 
-fn model_and_source(config: &Config) -> anyhow::Result<(Arc<Mutex<Run>>, LogSource)> {
-    let snapshots = match &config.state_dir {
-        Some(dir) => Some(Snapshots::new(
+/// The model and the sources that feed it. The log source restores the model from its
+/// snapshot first; the output source then adds its own part.
+fn model_and_sources(
+    config: &Config,
+) -> anyhow::Result<(Arc<Mutex<Run>>, LogSource, OutputSource)> {
+    let state = match &config.state_dir {
+        Some(dir) => Some(
             StateDir::open(dir)
                 .with_context(|| format!("cannot create the state directory {}", dir.display()))?,
-            config.snapshot_interval,
-        )),
+        ),
         None => None,
     };
     let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
-    let source = LogSource::new(&config.logs, config.max_line_bytes, run.clone(), snapshots);
-    Ok((run, source))
+    let logs = LogSource::new(
+        &config.logs,
+        config.max_line_bytes,
+        run.clone(),
+        state.clone(),
+    );
+    let outputs = OutputSource::new(
+        &config.outputs,
+        &config.inputs,
+        config.max_record_bytes,
+        run.clone(),
+        state,
+    );
+    Ok((run, logs, outputs))
 }
 
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
-/// directory it continues from, and saves, the snapshot there.
+/// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
-    let (run, mut source) = model_and_source(config)?;
-    source.poll();
-    source.save_snapshot();
+    let (run, mut logs, mut outputs) = model_and_sources(config)?;
+    logs.poll();
+    outputs.poll();
+    logs.save_snapshot();
+    outputs.save_snapshot();
     Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
+}
+
+/// A source running on its own thread; dropping `stop` ends it.
+struct Running {
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn start(
+    name: &str,
+    source: impl Source,
+    config: &Config,
+    catching_up: Arc<AtomicUsize>,
+) -> anyhow::Result<Running> {
+    let (stop, stopped) = mpsc::channel();
+    let (interval, snapshots) = (config.poll_interval, config.snapshot_interval);
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || source::run_until(source, interval, snapshots, stopped, &catching_up))
+        .with_context(|| format!("cannot start the {name} thread"))?;
+    Ok(Running { stop, thread })
 }
 
 /// Follows the inputs and serves HTTP until `shutdown` completes. `on_listening` learns the
@@ -53,29 +93,30 @@ pub async fn serve(
             )
         })?;
     let addr = listener.local_addr()?;
-    let (run, source) = model_and_source(&config)?;
+    let (run, logs, outputs) = model_and_sources(&config)?;
+    let catching_up = Arc::new(AtomicUsize::new(2));
     let state = Arc::new(HttpState {
         registry: metrics::registry(run),
-        ready: AtomicBool::new(false),
+        catching_up: catching_up.clone(),
         header_read_timeout: config.header_read_timeout,
     });
-    let (stop, stopped) = mpsc::channel();
-    let ready_state = state.clone();
-    let interval = config.poll_interval;
-    let source_thread = std::thread::Builder::new()
-        .name("log-source".into())
-        .spawn(move || source.run_until(interval, stopped, &ready_state.ready))
-        .context("cannot start the log source thread")?;
+    let running = [
+        start("log-source", logs, &config, catching_up.clone())?,
+        start("output-source", outputs, &config, catching_up)?,
+    ];
     tracing::info!(
-        "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s)",
-        config.logs.len()
+        "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
+        config.logs.len(),
+        config.outputs.len()
     );
     on_listening(addr);
-    http::serve(listener, state.clone(), shutdown).await;
+    http::serve(listener, state, shutdown).await;
     tracing::info!("shutting down");
-    drop(stop);
-    if source_thread.join().is_err() {
-        anyhow::bail!("the log source thread panicked");
+    for source in running {
+        drop(source.stop);
+        if source.thread.join().is_err() {
+            anyhow::bail!("a source thread panicked");
+        }
     }
     Ok(())
 }

@@ -50,6 +50,11 @@ impl StateDir {
         self.dir.join(SNAPSHOT)
     }
 
+    /// A file of the state directory, for sources that keep their own snapshot.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
     /// The last snapshot, if there is a usable one. Problems are logged, never fatal.
     pub fn load(&self) -> Option<Snapshot> {
         let path = self.snapshot_path();

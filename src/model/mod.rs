@@ -4,11 +4,15 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
+mod outputs;
 mod partition;
 mod recent;
+mod window;
 
+pub use outputs::{InputFile, OutputFile, OutputStats, PartitionView, RunTotals};
 pub use partition::Partition;
 pub use recent::RecentLines;
+pub use window::Window;
 
 use crate::parse::Event;
 use serde::{Deserialize, Serialize};
@@ -33,6 +37,15 @@ pub struct Run {
     pub collectors: BTreeMap<&'static str, CollectorState>,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
     pub recent_lines: RecentLines,
+    /// Output files by path. The output source keeps its own snapshot of these.
+    #[serde(skip)]
+    pub outputs: BTreeMap<String, OutputFile>,
+    /// Input files (planned requests) by path.
+    #[serde(skip)]
+    pub inputs: BTreeMap<String, InputFile>,
+    /// Cumulative output tokens per partition over time.
+    #[serde(skip)]
+    pub output_tokens: BTreeMap<String, Window>,
 }
 
 /// Per-log counters, exported with a `path` label.

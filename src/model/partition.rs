@@ -1,18 +1,10 @@
 //! One partition of a run: its counts as the pipeline reported them, and the rates, ETA and
 //! restarts we derive from how those counts move.
 
+use super::window::Window;
 use super::Seconds;
 use crate::parse::Progress;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
-
-/// Rates are computed over this much recent history: long enough to smooth the pipeline's
-/// bursty reporting, short enough to show a slowdown within minutes.
-const WINDOW_SECONDS: f64 = 600.0;
-/// Bounds memory for pipelines that report very often.
-const WINDOW_POINTS: usize = 512;
-/// Below this span a rate is noise (and with `--once` every point has the same time).
-const MIN_SPAN_SECONDS: f64 = 1.0;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Partition {
@@ -33,18 +25,12 @@ pub struct Partition {
     pub started_at: Option<Seconds>,
     pub active: bool,
     pub restarts: u64,
-    window: VecDeque<Point>,
+    completed_window: Window,
+    /// Cumulative completion tokens implied by the log (completed × average), when known.
+    tokens_window: Window,
     /// Set by a repeated header: the next count starts afresh and is not a second restart.
     restarted: bool,
     announced: bool,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Point {
-    at: Seconds,
-    completed: u64,
-    /// Cumulative completion tokens implied by the log (completed × average), when known.
-    tokens: Option<f64>,
 }
 
 impl Partition {
@@ -53,7 +39,7 @@ impl Partition {
         if self.announced {
             self.restarts += 1;
             self.restarted = true;
-            self.window.clear();
+            self.clear_windows();
         }
         self.announced = true;
         self.started_at = Some(now);
@@ -87,7 +73,7 @@ impl Partition {
     }
 
     fn count(&mut self, completed: u64, now: Seconds) {
-        let first = self.window.is_empty() && self.last_progress_at.is_none();
+        let first = self.last_progress_at.is_none();
         if self.restarted || completed < self.completed {
             // Progress never goes backwards: the pipeline started over. A repeated header
             // already counted this restart.
@@ -95,7 +81,7 @@ impl Partition {
                 self.restarts += 1;
             }
             self.restarted = false;
-            self.window.clear();
+            self.clear_windows();
         } else if completed == self.completed && !first {
             return;
         }
@@ -105,28 +91,15 @@ impl Partition {
     }
 
     fn push(&mut self, now: Seconds) {
-        let tokens = self
-            .avg_completion_tokens
-            .map(|avg| avg * self.completed as f64);
-        let point = Point {
-            at: now,
-            completed: self.completed,
-            tokens,
-        };
-        // Lines read in one poll share a time (a whole log at start-up does): only the last of
-        // them is a point, or a backlog would look like a burst of speed.
-        match self.window.back_mut() {
-            Some(last) if last.at >= now => *last = point,
-            _ => self.window.push_back(point),
+        self.completed_window.push(now, self.completed as f64);
+        if let Some(avg) = self.avg_completion_tokens {
+            self.tokens_window.push(now, avg * self.completed as f64);
         }
-        while self.window.len() > WINDOW_POINTS
-            || self
-                .window
-                .front()
-                .is_some_and(|p| now - p.at > WINDOW_SECONDS && self.window.len() > 2)
-        {
-            self.window.pop_front();
-        }
+    }
+
+    fn clear_windows(&mut self) {
+        self.completed_window.clear();
+        self.tokens_window.clear();
     }
 
     /// completed / planned, when planned is known and non-zero.
@@ -137,24 +110,14 @@ impl Partition {
         }
     }
 
-    /// The span from the oldest point in the window to `now`: a stall stretches it, so rates
-    /// fall while nothing happens instead of freezing at their last value.
-    fn span(&self, now: Seconds) -> Option<(Point, Point, f64)> {
-        let (first, last) = (*self.window.front()?, *self.window.back()?);
-        let span = now.max(last.at) - first.at;
-        (self.window.len() >= 2 && span >= MIN_SPAN_SECONDS).then_some((first, last, span))
-    }
-
     /// Requests per second over the recent window, as we measured it.
     pub fn measured_rate(&self, now: Seconds) -> Option<f64> {
-        let (first, last, span) = self.span(now)?;
-        Some((last.completed - first.completed) as f64 / span)
+        self.completed_window.rate(now)
     }
 
     /// Completion tokens per second over the recent window, from the logged averages.
     pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
-        let (first, last, span) = self.span(now)?;
-        Some(((last.tokens? - first.tokens?) / span).max(0.0))
+        self.tokens_window.rate(now).map(|r| r.max(0.0))
     }
 
     /// Remaining time from the measured rate; falls back to the logged ETA, counted down since

@@ -1,5 +1,6 @@
 //! The last lines of the logs: what an engineer would `tail` before deciding anything.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// How many lines the alert email and status view show.
@@ -7,12 +8,12 @@ pub const RECENT_LINES: usize = 20;
 /// A line longer than this is cut in the excerpt; the excerpt is for reading, not parsing.
 const MAX_EXCERPT_BYTES: usize = 512;
 
-/// A ring of the last [`RECENT_LINES`] lines. Buffers are reused, so keeping it costs a copy
-/// per line and no allocation once warm.
+/// A ring of the last [`RECENT_LINES`] lines. Lines are kept as bytes and decoded only when
+/// read, and buffers are reused, so keeping it costs one short copy per line.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct RecentLines {
-    lines: VecDeque<String>,
+    lines: VecDeque<Vec<u8>>,
 }
 
 impl RecentLines {
@@ -20,19 +21,16 @@ impl RecentLines {
         let mut slot = if self.lines.len() == RECENT_LINES {
             self.lines.pop_front().unwrap_or_default()
         } else {
-            String::new()
+            Vec::new()
         };
         slot.clear();
-        let cut = &line[..line.len().min(MAX_EXCERPT_BYTES)];
-        match std::str::from_utf8(cut) {
-            Ok(s) => slot.push_str(s),
-            Err(_) => slot.push_str(&String::from_utf8_lossy(cut)),
-        }
+        slot.extend_from_slice(&line[..line.len().min(MAX_EXCERPT_BYTES)]);
         self.lines.push_back(slot);
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.lines.iter().map(String::as_str)
+    /// The lines, oldest first; invalid UTF-8 shows as U+FFFD.
+    pub fn iter(&self) -> impl Iterator<Item = Cow<'_, str>> {
+        self.lines.iter().map(|l| String::from_utf8_lossy(l))
     }
 
     pub fn len(&self) -> usize {

@@ -49,6 +49,18 @@ pub struct TailStats {
     pub bytes: u64,
 }
 
+/// What a poll finds, in file order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tailed<'a> {
+    /// A complete line, without its terminator.
+    Line(&'a [u8]),
+    /// A line longer than the cap was dropped.
+    Oversized,
+    /// The file was truncated or replaced: what was read from the path before is gone from it,
+    /// and what follows is read from the new content's first byte.
+    Reset,
+}
+
 /// The result of one poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Polled {
@@ -96,6 +108,8 @@ pub struct Follower {
     /// Files renamed away from the path that may still receive a few writes.
     draining: Vec<Open>,
     stats: TailStats,
+    /// Whether `\r` ends a line too (progress logs: tqdm frames) or only `\n` (JSONL).
+    split_cr: bool,
     buf: Vec<u8>,
 }
 
@@ -130,8 +144,15 @@ impl Follower {
             current: None,
             draining: Vec::new(),
             stats: TailStats::default(),
+            split_cr: true,
             buf: vec![0; CHUNK],
         }
+    }
+
+    /// Ends lines at `\n` only: for JSONL, where a bare `\r` never ends a record.
+    pub fn newline_only(mut self) -> Follower {
+        self.split_cr = false;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -148,8 +169,8 @@ impl Follower {
     }
 
     /// Reads what is new, up to about `budget` bytes of the current file, and hands every
-    /// complete line to `on_line`.
-    pub fn poll<F: FnMut(&[u8])>(
+    /// complete line (and what else it finds) to `on_line`.
+    pub fn poll<F: FnMut(Tailed<'_>)>(
         &mut self,
         budget: u64,
         mut on_line: F,
@@ -169,6 +190,7 @@ impl Follower {
                     if meta.len() < open.offset || rewritten {
                         self.stats.truncations += 1;
                         open.restart();
+                        on_line(Tailed::Reset);
                     }
                 }
                 Some(_) => {
@@ -178,6 +200,7 @@ impl Follower {
                     old.idle_polls = 0;
                     self.draining.push(old);
                     self.stats.rotations += 1;
+                    on_line(Tailed::Reset);
                     self.current = self.open(id)?;
                 }
                 None => self.current = self.open(id)?,
@@ -210,7 +233,7 @@ impl Follower {
         Ok(Some(Open::new(file, id)))
     }
 
-    fn poll_draining<F: FnMut(&[u8])>(&mut self, on_line: &mut F) -> Result<(), TailError> {
+    fn poll_draining<F: FnMut(Tailed<'_>)>(&mut self, on_line: &mut F) -> Result<(), TailError> {
         let mut draining = std::mem::take(&mut self.draining);
         for open in &mut draining {
             if self.read_to_end(open, u64::MAX, on_line)? == 0 {
@@ -224,7 +247,7 @@ impl Follower {
                 self.draining.push(open);
             } else if !open.partial.is_empty() && !open.discarding {
                 // The writer is gone from this file: its unterminated last line is all there is.
-                on_line(&open.partial);
+                on_line(Tailed::Line(&open.partial));
                 open.partial.clear();
             }
         }
@@ -233,7 +256,7 @@ impl Follower {
 
     /// Reads `open` from its offset to the current end of the file, or until `budget` bytes
     /// were read; returns the bytes read.
-    fn read_to_end<F: FnMut(&[u8])>(
+    fn read_to_end<F: FnMut(Tailed<'_>)>(
         &mut self,
         open: &mut Open,
         budget: u64,
@@ -255,6 +278,7 @@ impl Follower {
                 &self.buf[..n],
                 open,
                 self.max_line,
+                self.split_cr,
                 &mut self.stats,
                 on_line,
             );
@@ -277,8 +301,10 @@ mod tests {
 
     fn lines(f: &mut Follower) -> Vec<String> {
         let mut out = Vec::new();
-        f.poll(u64::MAX, |l| {
-            out.push(String::from_utf8_lossy(l).into_owned())
+        f.poll(u64::MAX, |t| {
+            if let Tailed::Line(l) = t {
+                out.push(String::from_utf8_lossy(l).into_owned())
+            }
         })
         .unwrap();
         out

@@ -159,8 +159,10 @@ mod tests {
 
     fn lines(f: &mut Follower) -> Vec<String> {
         let mut out = Vec::new();
-        f.poll(u64::MAX, |l| {
-            out.push(String::from_utf8_lossy(l).into_owned())
+        f.poll(u64::MAX, |t| {
+            if let crate::tail::Tailed::Line(l) = t {
+                out.push(String::from_utf8_lossy(l).into_owned())
+            }
         })
         .unwrap();
         out

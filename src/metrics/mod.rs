@@ -1,0 +1,189 @@
+//! The Prometheus exposition: the model encoded at scrape time with the DESIGN §5 names.
+//!
+//! A custom `Collector` rather than registered metric objects: the model is the one source of
+//! truth, and a scrape reads it under a short lock. No file or NVML call happens here.
+
+mod partitions;
+mod sources;
+
+use crate::model::Run;
+use crate::process_metrics::ProcessStats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// `Content-Type` of the OpenMetrics text exposition.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// `Content-Type` of the classic Prometheus text exposition.
+pub const TEXT_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The two exposition formats we serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    OpenMetrics,
+    Text,
+}
+
+impl Exposition {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+            Exposition::Text => TEXT_CONTENT_TYPE,
+        }
+    }
+}
+
+/// Reads the model (and the clock and `/proc/self`) on every scrape.
+#[derive(Debug)]
+struct RunCollector {
+    run: Arc<Mutex<Run>>,
+    revision: &'static str,
+}
+
+/// The registry holding our collector; encode it with [`encode`].
+pub fn registry(run: Arc<Mutex<Run>>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(RunCollector {
+        run,
+        revision: env!("PULSE_GIT_REVISION"),
+    }));
+    registry
+}
+
+/// Encodes the registry in the requested format.
+pub fn encode(registry: &Registry, format: Exposition) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let result = match format {
+        Exposition::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry),
+        Exposition::Text => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry)
+        }
+    };
+    // Writing into a String cannot fail; our collector only fails if it does.
+    result.expect("encoding into a String");
+    out
+}
+
+impl Collector for RunCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let now = crate::clock::now();
+        {
+            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            partitions::encode(&run, now, &mut enc)?;
+            sources::encode(&run, &mut enc)?;
+        }
+        let version = env!("CARGO_PKG_VERSION");
+        let labels = [("version", version), ("revision", self.revision)];
+        family(
+            &mut enc,
+            "pulse_build_info",
+            "The sidecar's version; always 1.",
+            MetricType::Gauge,
+            [(labels, ConstGauge::new(1i64))],
+        )?;
+        encode_process(&ProcessStats::read(), &mut enc)
+    }
+}
+
+/// One family of labelled samples. Families with no samples are left out.
+pub(super) fn family<L, M, I>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric_type: MetricType,
+    samples: I,
+) -> fmt::Result
+where
+    L: EncodeLabelSet,
+    M: EncodeMetric,
+    I: IntoIterator<Item = (L, M)>,
+{
+    let mut samples = samples.into_iter().peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, None, metric_type)?;
+    for (labels, value) in samples {
+        value.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// An unlabelled gauge.
+pub(super) fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> fmt::Result {
+    let metric = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+/// An info family: one sample of value 1 per label set, named `<name>_info`.
+pub(super) fn info<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label_sets: Vec<L>,
+) -> fmt::Result {
+    if label_sets.is_empty() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Info)?;
+    for labels in &label_sets {
+        metric.encode_info(labels)?;
+    }
+    Ok(())
+}
+
+fn encode_process(p: &ProcessStats, enc: &mut DescriptorEncoder) -> fmt::Result {
+    if let Some(cpu) = p.cpu_seconds {
+        let metric = enc.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time spent in seconds.",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(cpu).encode(metric)?;
+    }
+    let gauges = [
+        (
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            p.resident_memory_bytes,
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+            p.virtual_memory_bytes,
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors.",
+            p.open_fds,
+        ),
+        (
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            p.max_fds,
+        ),
+        (
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_seconds,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        if let Some(v) = value {
+            gauge(enc, name, help, v)?;
+        }
+    }
+    Ok(())
+}

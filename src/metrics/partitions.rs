@@ -1,0 +1,138 @@
+//! Per-partition, pipeline and whole-run families: what the log and the output files say.
+
+use super::{family, info};
+use crate::model::{PartitionView, Run, Seconds};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use std::fmt;
+
+type Gauge = fn(&PartitionView<'_>, Seconds) -> Option<f64>;
+type Counter = fn(&PartitionView<'_>) -> Option<u64>;
+
+/// Gauges with a `partition` label: name, help, value (absent when unknown).
+const GAUGES: &[(&str, &str, Gauge)] = &[
+    ("pulse_partition_requests_completed", "Completed requests as the pipeline last reported them (else the output records).", |v, _| v.completed().map(|c| c as f64)),
+    ("pulse_partition_requests_planned", "Planned requests, from the log or counted from the input files.", |v, _| v.planned().map(|c| c as f64)),
+    ("pulse_partition_request_errors", "Failed requests as the pipeline last reported them.", |v, _| v.log?.errors.map(|e| e as f64)),
+    ("pulse_partition_progress_ratio", "Completed over planned requests (0-1).", |v, _| {
+        let planned = v.planned().filter(|p| *p > 0)? as f64;
+        Some((v.completed()? as f64 / planned).min(1.0))
+    }),
+    ("pulse_partition_requests_per_second", "Request rate as the pipeline reported it.", |v, _| v.log?.requests_per_second),
+    ("pulse_partition_completion_tokens_avg", "Average completion tokens per request as reported.", |v, _| v.log?.avg_completion_tokens),
+    ("pulse_partition_completion_tokens_per_second", "Completion tokens per second over the recent window (from output token counts when available, else from the log).", |v, now| v.completion_tokens_per_second(now)),
+    ("pulse_partition_eta_seconds", "Remaining time from the recent rate, else from the logged ETA.", |v, now| v.log?.eta_seconds(now)),
+    ("pulse_partition_logged_eta_seconds", "ETA as the pipeline printed it.", |v, _| v.log?.logged_eta_seconds),
+    ("pulse_partition_last_progress_timestamp_seconds", "When the completed count last increased.", |v, _| v.log?.last_progress_at),
+    ("pulse_partition_active", "1 for a partition being processed now.", |v, _| v.log.map(|p| if p.active { 1.0 } else { 0.0 })),
+    ("pulse_partition_stall_seconds", "Seconds since progress, for active partitions.", |v, now| v.log?.stall_seconds(now)),
+    ("pulse_partition_log_output_gap", "The log's completed count minus the records in the output files.", |v, _| v.log_output_gap().map(|g| g as f64)),
+    ("pulse_output_bytes", "Bytes of complete records in the output files.", |v, _| v.outputs.as_ref().map(|o| o.bytes as f64)),
+    ("pulse_output_last_write_timestamp_seconds", "When an output file of the partition was last modified.", |v, _| v.last_write),
+];
+
+/// Counters with a `partition` label (`_total` is appended).
+const COUNTERS: &[(&str, &str, Counter)] = &[
+    ("pulse_pipeline_restarts", "Times the pipeline began a partition again (count went backwards or partition re-announced).", |v| v.log.map(|p| p.restarts)),
+    ("pulse_output_records", "Complete records (lines) in the output files.", |v| v.outputs.as_ref().map(|o| o.records)),
+    ("pulse_output_invalid_records", "Records that are not a JSON object.", |v| v.outputs.as_ref().map(|o| o.invalid)),
+    ("pulse_output_empty_responses", "Records whose response text is empty.", |v| v.outputs.as_ref().map(|o| o.empty)),
+    ("pulse_output_error_records", "Records that carry an error.", |v| v.outputs.as_ref().map(|o| o.errors)),
+    ("pulse_output_completion_tokens", "Sum of the completion tokens in the records.", |v| v.outputs.as_ref().map(|o| o.tokens)),
+    ("pulse_output_oversized_records", "Records longer than max_record_bytes: counted, not inspected.", |v| v.outputs.as_ref().map(|o| o.oversized)),
+];
+
+pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let views = run.views();
+    for (name, help, value) in GAUGES {
+        family(
+            enc,
+            name,
+            help,
+            MetricType::Gauge,
+            views
+                .iter()
+                .filter_map(|v| Some(([("partition", v.name)], ConstGauge::new(value(v, now)?)))),
+        )?;
+    }
+    for (name, help, value) in COUNTERS {
+        family(
+            enc,
+            name,
+            help,
+            MetricType::Counter,
+            views
+                .iter()
+                .filter_map(|v| Some(([("partition", v.name)], ConstCounter::new(value(v)?)))),
+        )?;
+    }
+    family(
+        enc,
+        "pulse_output_finish_reason",
+        "Records by finish reason.",
+        MetricType::Counter,
+        views.iter().flat_map(|v| {
+            v.outputs.iter().flat_map(move |o| {
+                o.finish_reasons.iter().map(move |(r, n)| {
+                    (
+                        [("partition", v.name), ("reason", r.as_str())],
+                        ConstCounter::new(*n),
+                    )
+                })
+            })
+        }),
+    )?;
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    info(
+        enc,
+        "pulse_partition",
+        "What the log says about each partition.",
+        run.partitions
+            .iter()
+            .map(|(n, p)| {
+                [
+                    ("partition", n.to_string()),
+                    ("mode", p.mode.clone().unwrap_or_default()),
+                    ("concurrency", opt(p.concurrency)),
+                    ("max_tokens", opt(p.max_tokens)),
+                ]
+            })
+            .collect(),
+    )?;
+    info(
+        enc,
+        "pulse_pipeline",
+        "What the log says about the run.",
+        run.model_name
+            .iter()
+            .map(|m| [("model", m.as_str())])
+            .collect(),
+    )?;
+    if views.is_empty() {
+        return Ok(());
+    }
+    let totals = run.totals(now);
+    super::gauge(
+        enc,
+        "pulse_run_requests_completed",
+        "Completed requests over all partitions.",
+        totals.completed as f64,
+    )?;
+    super::gauge(
+        enc,
+        "pulse_run_requests_planned",
+        "Planned requests over all partitions.",
+        totals.planned as f64,
+    )?;
+    if let Some(eta) = totals.eta_seconds {
+        super::gauge(
+            enc,
+            "pulse_run_eta_seconds",
+            "Remaining time for the whole run at the current rate.",
+            eta,
+        )?;
+    }
+    Ok(())
+}

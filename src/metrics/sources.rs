@@ -1,0 +1,68 @@
+//! The sidecar's view of its own inputs: log line counters, tail events, collector health.
+
+use super::family;
+use crate::model::{LogStats, Run};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use std::fmt;
+
+type LogCounter = fn(&LogStats) -> u64;
+
+/// Counters with a `path` label (`_total` is appended).
+const LOG_COUNTERS: &[(&str, &str, LogCounter)] = &[
+    ("pulse_log_lines", "Lines read from the log.", |l| l.lines),
+    (
+        "pulse_log_lines_matched",
+        "Lines the log format recognised.",
+        |l| l.matched,
+    ),
+    (
+        "pulse_tail_rotations",
+        "Times the log was replaced under its path (rename rotation, delete and recreate).",
+        |l| l.rotations,
+    ),
+    (
+        "pulse_tail_truncations",
+        "Times the log was truncated under the read offset (copytruncate).",
+        |l| l.truncations,
+    ),
+    (
+        "pulse_tail_oversized_lines",
+        "Lines dropped for exceeding max_line_bytes.",
+        |l| l.oversized,
+    ),
+];
+
+pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+    for (name, help, value) in LOG_COUNTERS {
+        family(
+            enc,
+            name,
+            help,
+            MetricType::Counter,
+            run.logs
+                .iter()
+                .map(|l| ([("path", l.path.as_str())], ConstCounter::new(value(l)))),
+        )?;
+    }
+    family(
+        enc,
+        "pulse_collector_up",
+        "1 where the source works.",
+        MetricType::Gauge,
+        run.collectors
+            .iter()
+            .map(|(c, s)| ([("collector", *c)], ConstGauge::new(i64::from(s.up)))),
+    )?;
+    family(
+        enc,
+        "pulse_collector_duration_seconds",
+        "How long the source's latest collection took.",
+        MetricType::Gauge,
+        run.collectors
+            .iter()
+            .map(|(c, s)| ([("collector", *c)], ConstGauge::new(s.duration_seconds))),
+    )
+}

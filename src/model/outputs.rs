@@ -1,0 +1,219 @@
+//! What the pipeline actually wrote: per output file counts, summed per partition, and the
+//! reconciliation of those counts with what the log claims.
+
+use super::window::Window;
+use super::{Partition, Run, Seconds};
+use crate::outputs::record::Facts;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Distinct finish reasons kept per file; the rest are counted as `other`, so a pipeline that
+/// writes free text there cannot explode the label set.
+pub const MAX_REASONS: usize = 16;
+
+/// Counts over the records of one file, or summed over a partition's files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputStats {
+    pub records: u64,
+    pub bytes: u64,
+    pub invalid: u64,
+    pub empty: u64,
+    pub errors: u64,
+    pub tokens: u64,
+    /// Records longer than the cap: counted as records, not inspected.
+    pub oversized: u64,
+    pub finish_reasons: BTreeMap<String, u64>,
+}
+
+impl OutputStats {
+    /// One complete record of `len` bytes (without its newline).
+    pub fn add(&mut self, facts: &Facts, len: usize) {
+        self.records += 1;
+        self.bytes += len as u64 + 1;
+        self.invalid += u64::from(facts.invalid);
+        self.empty += u64::from(facts.empty);
+        self.errors += u64::from(facts.error);
+        self.tokens += facts.tokens.unwrap_or(0);
+        if let Some(reason) = &facts.finish_reason {
+            let known = self.finish_reasons.contains_key(reason);
+            let key = if known || self.finish_reasons.len() < MAX_REASONS {
+                reason.as_str()
+            } else {
+                "other"
+            };
+            *self.finish_reasons.entry(key.to_owned()).or_default() += 1;
+        }
+    }
+
+    pub fn add_oversized(&mut self) {
+        self.records += 1;
+        self.oversized += 1;
+    }
+
+    fn merge(&mut self, other: &OutputStats) {
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.invalid += other.invalid;
+        self.empty += other.empty;
+        self.errors += other.errors;
+        self.tokens += other.tokens;
+        self.oversized += other.oversized;
+        for (reason, n) in &other.finish_reasons {
+            *self.finish_reasons.entry(reason.clone()).or_default() += n;
+        }
+    }
+}
+
+/// One output file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OutputFile {
+    pub partition: String,
+    pub stats: OutputStats,
+    /// The file's modification time.
+    pub last_write: Option<Seconds>,
+}
+
+/// One input file whose lines are the planned requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct InputFile {
+    pub partition: String,
+    pub lines: u64,
+}
+
+/// Everything known about one partition, from the log, the outputs and the inputs.
+#[derive(Debug, Clone)]
+pub struct PartitionView<'a> {
+    pub name: &'a str,
+    pub log: Option<&'a Partition>,
+    pub outputs: Option<OutputStats>,
+    pub last_write: Option<Seconds>,
+    pub input_lines: Option<u64>,
+    output_tokens: Option<&'a Window>,
+}
+
+impl PartitionView<'_> {
+    /// Planned requests: as the log announced them, else counted from the input files.
+    pub fn planned(&self) -> Option<u64> {
+        self.log.and_then(|p| p.planned).or(self.input_lines)
+    }
+
+    /// Completed requests: as the log reported them, else the records written.
+    pub fn completed(&self) -> Option<u64> {
+        self.log
+            .map(|p| p.completed)
+            .or(self.outputs.as_ref().map(|o| o.records))
+    }
+
+    /// Completion tokens per second: from the records' token counts when they have any, else
+    /// from the log's averages.
+    pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
+        let from_outputs = self
+            .output_tokens
+            .filter(|_| self.outputs.as_ref().is_some_and(|o| o.tokens > 0))
+            .and_then(|w| w.rate(now));
+        from_outputs
+            .map(|r| r.max(0.0))
+            .or_else(|| self.log.and_then(|p| p.completion_tokens_per_second(now)))
+    }
+
+    /// The log's completed count minus the records written, when both are known.
+    pub fn log_output_gap(&self) -> Option<i64> {
+        let (log, outputs) = (self.log?, self.outputs.as_ref()?);
+        Some(log.completed as i64 - outputs.records as i64)
+    }
+
+    /// Whether log and outputs disagree by more than max(50, 2% of planned): the flag the
+    /// `LogOutputMismatch` rule watches.
+    pub fn log_output_mismatch(&self) -> bool {
+        let Some(gap) = self.log_output_gap() else {
+            return false;
+        };
+        let allowed = (self.planned().unwrap_or(0) as f64 * 0.02).max(50.0);
+        gap.unsigned_abs() as f64 > allowed
+    }
+}
+
+impl Run {
+    /// Every partition that any source knows, in name order.
+    pub fn views(&self) -> Vec<PartitionView<'_>> {
+        let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> = BTreeMap::new();
+        for file in self.outputs.values() {
+            let (stats, last) = outputs.entry(&file.partition).or_default();
+            stats.merge(&file.stats);
+            *last = match (*last, file.last_write) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        let mut inputs: BTreeMap<&str, u64> = BTreeMap::new();
+        for file in self.inputs.values() {
+            *inputs.entry(&file.partition).or_default() += file.lines;
+        }
+        let mut names: Vec<&str> = self.partitions.keys().map(String::as_str).collect();
+        names.extend(outputs.keys().copied());
+        names.extend(inputs.keys().copied());
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| {
+                let (stats, last_write) = match outputs.remove(name) {
+                    Some((stats, last)) => (Some(stats), last),
+                    None => (None, None),
+                };
+                PartitionView {
+                    name,
+                    log: self.partitions.get(name),
+                    outputs: stats,
+                    last_write,
+                    input_lines: inputs.get(name).copied(),
+                    output_tokens: self.output_tokens.get(name),
+                }
+            })
+            .collect()
+    }
+
+    /// Records the current token totals per partition, for the output tok/s window.
+    pub fn note_output_tokens(&mut self, now: Seconds) {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for file in self.outputs.values() {
+            *totals.entry(file.partition.clone()).or_default() += file.stats.tokens;
+        }
+        self.output_tokens.retain(|p, _| totals.contains_key(p));
+        for (partition, tokens) in totals {
+            let window = self.output_tokens.entry(partition).or_default();
+            window.push(now, tokens as f64);
+        }
+    }
+
+    /// Whole-run figures: completed, planned and the ETA from the current rate.
+    pub fn totals(&self, now: Seconds) -> RunTotals {
+        let views = self.views();
+        let completed = views.iter().filter_map(|v| v.completed()).sum();
+        let planned = views.iter().filter_map(|v| v.planned()).sum();
+        let rate: f64 = views
+            .iter()
+            .filter_map(|v| v.log.and_then(|p| p.measured_rate(now)))
+            .sum();
+        let remaining = views
+            .iter()
+            .filter_map(|v| Some(v.planned()?.saturating_sub(v.completed().unwrap_or(0))))
+            .sum::<u64>();
+        RunTotals {
+            completed,
+            planned,
+            eta_seconds: if remaining == 0 {
+                (planned > 0).then_some(0.0)
+            } else {
+                (rate > 0.0).then(|| remaining as f64 / rate)
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunTotals {
+    pub completed: u64,
+    pub planned: u64,
+    pub eta_seconds: Option<f64>,
+}

@@ -1,0 +1,81 @@
+//! A sliding window of (time, cumulative value) points, for rates that follow the recent past.
+
+use super::Seconds;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Rates are computed over this much recent history: long enough to smooth bursty reporting,
+/// short enough to show a slowdown within minutes.
+const WINDOW_SECONDS: f64 = 600.0;
+/// Bounds memory for sources that report very often.
+const WINDOW_POINTS: usize = 512;
+/// Below this span a rate is noise.
+const MIN_SPAN_SECONDS: f64 = 1.0;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Window {
+    points: VecDeque<(Seconds, f64)>,
+}
+
+impl Window {
+    /// Records that the cumulative value was `value` at `at`.
+    pub fn push(&mut self, at: Seconds, value: f64) {
+        // Values read in one poll share a time (a whole backlog at start-up does): only the
+        // last of them is a point, or a backlog would look like a burst of speed.
+        match self.points.back_mut() {
+            Some(last) if last.0 >= at => *last = (at.max(last.0), value),
+            _ => self.points.push_back((at, value)),
+        }
+        while self.points.len() > WINDOW_POINTS
+            || (self.points.len() > 2
+                && self
+                    .points
+                    .front()
+                    .is_some_and(|p| at - p.0 > WINDOW_SECONDS))
+        {
+            self.points.pop_front();
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.points.clear();
+    }
+
+    /// Change per second from the oldest point to `now`. Measuring up to `now` rather than to
+    /// the newest point makes a stall lower the rate instead of freezing it. `None` until two
+    /// points at least a second apart exist.
+    pub fn rate(&self, now: Seconds) -> Option<f64> {
+        let (first, last) = (self.points.front()?, self.points.back()?);
+        if last.0 - first.0 < MIN_SPAN_SECONDS {
+            return None;
+        }
+        Some((last.1 - first.1) / (now.max(last.0) - first.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_spans_to_now() {
+        let mut w = Window::default();
+        assert_eq!(w.rate(10.0), None);
+        w.push(0.0, 0.0);
+        w.push(0.0, 50.0);
+        assert_eq!(w.rate(100.0), None, "points at one instant are one point");
+        w.push(10.0, 100.0);
+        assert_eq!(w.rate(10.0), Some(5.0));
+        assert_eq!(w.rate(20.0), Some(2.5));
+    }
+
+    #[test]
+    fn old_points_fall_out() {
+        let mut w = Window::default();
+        for t in 0..2000 {
+            w.push(t as f64, t as f64 * 3.0);
+        }
+        assert!(w.points.len() <= WINDOW_POINTS);
+        assert_eq!(w.rate(1999.0), Some(3.0));
+    }
+}

@@ -1,0 +1,333 @@
+//! The output source: the pipeline's JSONL files (and its input files), counted and inspected.
+//!
+//! Each file is followed by the same [`Follower`] as the logs, set to end lines at `\n` only,
+//! so a record is a complete line and work grows with new bytes only. The globs are evaluated
+//! again every few seconds, so partitions that appear later are picked up. Per-file counts
+//! live here and are copied into the model after each batch; a truncated or replaced file is
+//! counted again from its start, never on top of what it held before.
+
+pub mod record;
+
+use crate::clock;
+use crate::config::OutputConfig;
+use crate::model::{InputFile, OutputFile, OutputStats, Run, DEFAULT_PARTITION};
+use crate::state::{write_atomic, StateDir};
+use crate::tail::{Follower, Position, TailStats, Tailed};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes read from one file per model update.
+const BATCH_BYTES: u64 = 8 * 1024 * 1024;
+/// How often the globs are evaluated again.
+const GLOB_EVERY: Duration = Duration::from_secs(2);
+const SNAPSHOT: &str = "outputs.json";
+
+pub struct OutputSource {
+    outputs: Vec<OutputConfig>,
+    inputs: Vec<String>,
+    max_record_bytes: usize,
+    files: BTreeMap<PathBuf, Followed>,
+    run: Arc<Mutex<Run>>,
+    state: Option<StateDir>,
+    last_glob: Option<Instant>,
+    /// Saved positions not yet matched to a file the globs found.
+    saved: BTreeMap<String, SavedFile>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Kind {
+    /// An output file; the index of its `[[outputs]]` entry.
+    Output(usize),
+    /// An input file: its lines are planned requests.
+    Input,
+}
+
+struct Followed {
+    follower: Follower,
+    kind: Kind,
+    partition: String,
+    stats: OutputStats,
+    /// The last problem reported for this file, so a lasting one is logged once.
+    problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SavedFile {
+    kind: Kind,
+    partition: String,
+    stats: OutputStats,
+    tail: TailStats,
+    position: Option<Position>,
+}
+
+impl OutputSource {
+    pub fn new(
+        outputs: &[OutputConfig],
+        inputs: &[String],
+        max_record_bytes: usize,
+        run: Arc<Mutex<Run>>,
+        state: Option<StateDir>,
+    ) -> OutputSource {
+        let saved = state.as_ref().map(load).unwrap_or_default();
+        OutputSource {
+            outputs: outputs.to_vec(),
+            inputs: inputs.to_vec(),
+            max_record_bytes,
+            files: BTreeMap::new(),
+            run,
+            state,
+            last_glob: None,
+            saved,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.outputs.is_empty() && self.inputs.is_empty()
+    }
+
+    /// Finds new files, then reads every file to its current end once.
+    pub fn poll(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        if self.last_glob.is_none_or(|t| t.elapsed() >= GLOB_EVERY) {
+            self.discover();
+            self.last_glob = Some(Instant::now());
+        }
+        let mut all_up = true;
+        let now = clock::now();
+        for (path, file) in &mut self.files {
+            all_up &= file.poll(path, &self.outputs, &self.run);
+        }
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        run.note_output_tokens(now);
+        run.set_collector("outputs", all_up, started.elapsed().as_secs_f64());
+    }
+
+    /// Evaluates the globs; files seen for the first time are followed from their start, or
+    /// from a saved position.
+    fn discover(&mut self) {
+        let mut found: Vec<(PathBuf, Kind)> = Vec::new();
+        for (i, output) in self.outputs.iter().enumerate() {
+            found.extend(
+                expand(&output.glob)
+                    .into_iter()
+                    .map(|p| (p, Kind::Output(i))),
+            );
+        }
+        for glob in &self.inputs {
+            found.extend(expand(glob).into_iter().map(|p| (p, Kind::Input)));
+        }
+        for (path, kind) in found {
+            if self.files.contains_key(&path) {
+                continue;
+            }
+            let partition = match kind {
+                Kind::Output(i) => self.outputs[i].partition.clone(),
+                Kind::Input => None,
+            }
+            .unwrap_or_else(|| partition_of(&path));
+            let mut follower = Follower::new(&path, self.max_record_bytes).newline_only();
+            let mut stats = OutputStats::default();
+            let key = path.display().to_string();
+            if let Some(saved) = self.saved.remove(&key).filter(|s| s.kind == kind) {
+                follower.set_stats(saved.tail);
+                match &saved.position {
+                    Some(pos) if follower.resume(pos) => stats = saved.stats,
+                    _ => tracing::info!(
+                        "{key} changed while the sidecar was down; counting it again"
+                    ),
+                }
+            }
+            tracing::info!("following {} {key} (partition {partition})", kind.noun());
+            self.files.insert(
+                path,
+                Followed {
+                    follower,
+                    kind,
+                    partition,
+                    stats,
+                    problem: None,
+                },
+            );
+        }
+    }
+
+    /// Saves positions and counts to the state directory, if there is one.
+    pub fn save_snapshot(&mut self) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        let files: BTreeMap<String, SavedFile> = self
+            .files
+            .iter()
+            .map(|(path, f)| {
+                (
+                    path.display().to_string(),
+                    SavedFile {
+                        kind: f.kind,
+                        partition: f.partition.clone(),
+                        stats: f.stats.clone(),
+                        tail: f.follower.stats(),
+                        position: f.follower.position(),
+                    },
+                )
+            })
+            .collect();
+        let path = state.path(SNAPSHOT);
+        let result = serde_json::to_vec(&files)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomic(&path, &bytes));
+        if let Err(e) = result {
+            tracing::warn!("cannot save {}: {e}", path.display());
+        }
+    }
+}
+
+impl crate::source::Source for OutputSource {
+    fn poll(&mut self) {
+        OutputSource::poll(self);
+    }
+
+    fn save_snapshot(&mut self) {
+        OutputSource::save_snapshot(self);
+    }
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Output(_) => "output file",
+            Kind::Input => "input file",
+        }
+    }
+}
+
+impl Followed {
+    /// Reads the file to its end in batches; returns whether it is readable.
+    fn poll(&mut self, path: &Path, outputs: &[OutputConfig], run: &Mutex<Run>) -> bool {
+        let inspect = match self.kind {
+            Kind::Output(i) => outputs[i].inspect.then_some(&outputs[i].pointers),
+            Kind::Input => None,
+        };
+        loop {
+            let stats = &mut self.stats;
+            let result = self.follower.poll(BATCH_BYTES, |tailed| match tailed {
+                Tailed::Line(line) => match inspect {
+                    Some(pointers) => stats.add(&pointers.inspect(line), line.len()),
+                    None => stats.add(&record::Facts::default(), line.len()),
+                },
+                Tailed::Oversized => stats.add_oversized(),
+                Tailed::Reset => *stats = OutputStats::default(),
+            });
+            let polled = match result {
+                Ok(polled) => polled,
+                Err(e) => {
+                    self.report(e.to_string());
+                    return false;
+                }
+            };
+            self.publish(path, run);
+            if !polled.more {
+                if self.problem.take().is_some() {
+                    tracing::info!("reading {} again", path.display());
+                }
+                return true;
+            }
+        }
+    }
+
+    fn publish(&self, path: &Path, run: &Mutex<Run>) {
+        let key = path.display().to_string();
+        let last_write = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(clock::unix_seconds);
+        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        match self.kind {
+            Kind::Output(_) => {
+                run.outputs.insert(
+                    key,
+                    OutputFile {
+                        partition: self.partition.clone(),
+                        stats: self.stats.clone(),
+                        last_write,
+                    },
+                );
+            }
+            Kind::Input => {
+                run.inputs.insert(
+                    key,
+                    InputFile {
+                        partition: self.partition.clone(),
+                        lines: self.stats.records,
+                    },
+                );
+            }
+        }
+    }
+
+    fn report(&mut self, message: String) {
+        if self.problem.as_deref() != Some(message.as_str()) {
+            tracing::warn!("{message}");
+            self.problem = Some(message);
+        }
+    }
+}
+
+/// The files a glob matches now; unreadable directories are skipped.
+fn expand(glob: &str) -> Vec<PathBuf> {
+    match glob::glob(glob) {
+        Ok(paths) => paths
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(_) => Vec::new(), // validated in config; unreachable in practice
+    }
+}
+
+/// The partition a file belongs to: the name of its folder (`prepared/B1_glaive/raw.jsonl`).
+pub fn partition_of(path: &Path) -> String {
+    path.parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_PARTITION)
+        .to_owned()
+}
+
+fn load(state: &StateDir) -> BTreeMap<String, SavedFile> {
+    let path = state.path(SNAPSHOT);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(
+                "ignoring the corrupt snapshot {}: {e}; counting outputs again",
+                path.display()
+            );
+            BTreeMap::new()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!("ignoring the snapshot {}: {e}", path.display());
+            BTreeMap::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_is_the_folder_name() {
+        assert_eq!(
+            partition_of(Path::new("/data/prepared/B1_glaive/raw_responses.jsonl")),
+            "B1_glaive"
+        );
+        assert_eq!(partition_of(Path::new("raw.jsonl")), DEFAULT_PARTITION);
+    }
+}

@@ -1,0 +1,217 @@
+//! One JSONL record → the facts we count. Pure: bytes in, facts out.
+//!
+//! Fields are found with JSON pointers, several per fact, tried in order, so one default
+//! configuration reads SGLang `/generate` records, OpenAI-style responses and flat records.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where to find each fact in a record. Each list is tried in order; the first pointer that
+/// resolves wins (for `text`, every pointer that resolves is a text field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pointers {
+    pub tokens: Vec<String>,
+    pub finish_reason: Vec<String>,
+    pub text: Vec<String>,
+    pub error: Vec<String>,
+}
+
+impl Default for Pointers {
+    fn default() -> Pointers {
+        let own = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        Pointers {
+            // SGLang /generate, then OpenAI-style, then flat.
+            tokens: own(&[
+                "/meta_info/completion_tokens",
+                "/usage/completion_tokens",
+                "/completion_tokens",
+            ]),
+            finish_reason: own(&[
+                "/meta_info/finish_reason/type",
+                "/meta_info/finish_reason",
+                "/choices/0/finish_reason",
+                "/finish_reason",
+            ]),
+            text: own(&[
+                "/text",
+                "/choices/0/message/content",
+                "/choices/0/message/reasoning_content",
+                "/choices/0/text",
+                "/response",
+                "/output",
+            ]),
+            error: own(&["/error", "/meta_info/error"]),
+        }
+    }
+}
+
+/// What one record says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Not a JSON object (not JSON at all, or an array, string, number).
+    pub invalid: bool,
+    pub tokens: Option<u64>,
+    pub finish_reason: Option<String>,
+    pub error: bool,
+    /// Every text field present is empty and there is no error.
+    pub empty: bool,
+}
+
+impl Pointers {
+    pub fn inspect(&self, line: &[u8]) -> Facts {
+        let value: Value = match serde_json::from_slice(line) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Facts {
+                    invalid: true,
+                    ..Facts::default()
+                }
+            }
+        };
+        let first = |pointers: &[String]| pointers.iter().find_map(|p| value.pointer(p));
+        let error = first(&self.error).is_some_and(is_set);
+        let mut texts = self.text.iter().filter_map(|p| value.pointer(p)).peekable();
+        let has_text = texts.peek().is_some();
+        let all_empty = texts.all(|t| match t {
+            Value::String(s) => s.trim().is_empty(),
+            Value::Null => true,
+            _ => false,
+        });
+        Facts {
+            invalid: false,
+            tokens: first(&self.tokens).and_then(tokens),
+            finish_reason: first(&self.finish_reason).and_then(reason),
+            error,
+            empty: has_text && all_empty && !error,
+        }
+    }
+}
+
+/// An error field counts when it says something: not null, false, 0 or "".
+fn is_set(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Token counts as integers, floats (`217.0`) or strings (`"217"`); negatives are nonsense.
+fn tokens(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| *f >= 0.0 && f.is_finite())
+                .map(|f| f.round() as u64)
+        }),
+        Value::String(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(|f| tokens(&Value::from(f))),
+        _ => None,
+    }
+}
+
+/// Finish reasons become label values: short, printable, bounded.
+fn reason(v: &Value) -> Option<String> {
+    let s = v.as_str()?.trim();
+    if s.is_empty() {
+        return None;
+    }
+    Some(
+        s.chars()
+            .take(32)
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(json: &str) -> Facts {
+        Pointers::default().inspect(json.as_bytes())
+    }
+
+    #[test]
+    fn sglang_generate_record() {
+        let f = facts(
+            r#"{"text":"Hello","meta_info":{"completion_tokens":217,"finish_reason":{"type":"stop","matched":151645}}}"#,
+        );
+        assert_eq!(f.tokens, Some(217));
+        assert_eq!(f.finish_reason.as_deref(), Some("stop"));
+        assert!(!f.empty && !f.error && !f.invalid);
+    }
+
+    #[test]
+    fn openai_style_record() {
+        let f = facts(
+            r#"{"choices":[{"message":{"content":"","reasoning_content":"thinking"},"finish_reason":"length"}],"usage":{"completion_tokens":10240}}"#,
+        );
+        assert_eq!(f.tokens, Some(10240));
+        assert_eq!(f.finish_reason.as_deref(), Some("length"));
+        assert!(!f.empty, "reasoning text is text");
+        let f = facts(
+            r#"{"choices":[{"message":{"content":"","reasoning_content":""},"finish_reason":"stop"}]}"#,
+        );
+        assert!(f.empty);
+    }
+
+    #[test]
+    fn flat_record_with_error() {
+        let f = facts(r#"{"response":"","error":"Request timed out","completion_tokens":0}"#);
+        assert!(f.error);
+        assert!(
+            !f.empty,
+            "an error is counted as an error, not as an empty response"
+        );
+        let f = facts(r#"{"response":"","error":null}"#);
+        assert!(!f.error && f.empty);
+    }
+
+    #[test]
+    fn odd_token_types() {
+        assert_eq!(facts(r#"{"completion_tokens":"217"}"#).tokens, Some(217));
+        assert_eq!(facts(r#"{"completion_tokens":217.0}"#).tokens, Some(217));
+        assert_eq!(facts(r#"{"completion_tokens":216.6}"#).tokens, Some(217));
+        assert_eq!(facts(r#"{"completion_tokens":-3}"#).tokens, None);
+        assert_eq!(facts(r#"{"completion_tokens":"lots"}"#).tokens, None);
+        assert_eq!(facts(r#"{"completion_tokens":[1]}"#).tokens, None);
+    }
+
+    #[test]
+    fn not_objects_are_invalid() {
+        for bad in [
+            "not json",
+            "[1,2,3]",
+            "\"a string\"",
+            "42",
+            "{\"open\": ",
+            "",
+        ] {
+            assert!(facts(bad).invalid, "{bad}");
+        }
+        assert!(Pointers::default().inspect(b"\xff\xfe{}").invalid);
+    }
+
+    #[test]
+    fn no_text_field_is_not_empty() {
+        let f = facts(r#"{"id":"x","meta_info":{"completion_tokens":5}}"#);
+        assert!(!f.empty);
+    }
+
+    #[test]
+    fn reasons_are_safe_label_values() {
+        let f = facts(
+            r#"{"finish_reason":"weird reason\n with a very long tail that goes on and on"}"#,
+        );
+        let r = f.finish_reason.unwrap();
+        assert!(r.len() <= 32 && !r.contains('\n'), "{r}");
+    }
+}

@@ -1,0 +1,45 @@
+//! What every source has in common: a thread that polls its inputs on an interval, saves its
+//! snapshot now and then, and stops when told.
+//!
+//! File reads are blocking, so sources run on plain threads rather than the async runtime.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub trait Source: Send + 'static {
+    /// Reads every input to its current end once.
+    fn poll(&mut self);
+    /// Saves what a restart needs, if a state directory is configured.
+    fn save_snapshot(&mut self);
+}
+
+/// Polls `source` every `interval` until `stop` receives a message or its sender is dropped,
+/// saving a snapshot every `snapshot_every` and once more at the end. `catching_up` counts the
+/// sources that have not finished their first poll; this one decrements it once.
+pub fn run_until(
+    mut source: impl Source,
+    interval: Duration,
+    snapshot_every: Duration,
+    stop: Receiver<()>,
+    catching_up: &AtomicUsize,
+) {
+    let mut last_snapshot: Option<Instant> = None;
+    let mut first = true;
+    loop {
+        source.poll();
+        if first {
+            catching_up.fetch_sub(1, Ordering::AcqRel);
+            first = false;
+        }
+        if last_snapshot.is_none_or(|t| t.elapsed() >= snapshot_every) {
+            source.save_snapshot();
+            last_snapshot = Some(Instant::now());
+        }
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => continue,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    source.save_snapshot();
+}
