@@ -5,7 +5,8 @@
 //! recovers, and later it crashes and begins a partition again, so a newcomer sees every state
 //! the sidecar reports within a few minutes.
 
-use crate::config::{Config, LogConfig};
+use crate::config::{Config, LogConfig, OutputConfig};
+use crate::outputs::record::Pointers;
 use crate::parse::{Parser, RunInference};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -101,6 +102,14 @@ impl Layout {
             self.log.clone(),
             Parser::RunInference(RunInference),
         )];
+        let prepared = self.dir.join("prepared").display().to_string();
+        config.outputs = vec![OutputConfig {
+            glob: format!("{prepared}/*/raw_responses.jsonl"),
+            partition: None,
+            inspect: true,
+            pointers: Pointers::default(),
+        }];
+        config.inputs = vec![format!("{prepared}/*/prompts.jsonl")];
         config
     }
 }
@@ -113,8 +122,19 @@ pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()
     let _ = fs::remove_file(&layout.log);
     for p in &PARTITIONS {
         let path = layout.responses(p.name);
-        fs::create_dir_all(path.parent().expect("has a parent"))?;
+        let folder = path.parent().expect("has a parent");
+        fs::create_dir_all(folder)?;
         File::create(&path)?;
+        // The prompts are prepared before the run starts, as a real pipeline's are.
+        let mut prompts = BufWriter::new(File::create(folder.join("prompts.jsonl"))?);
+        for i in 1..=p.prompts {
+            writeln!(
+                prompts,
+                r#"{{"id":"{}-{i}","prompt":"Simulated prompt {i}"}}"#,
+                p.name
+            )?;
+        }
+        prompts.flush()?;
     }
     let mut log = Log(BufWriter::new(
         OpenOptions::new()

@@ -56,8 +56,10 @@ fn demo_serves_a_simulated_run_and_stops_by_itself() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let m = loop {
         let m = Metrics(http_get(addr, "GET", "/metrics", None).body);
-        if m.partition("pulse_partition_requests_completed", "B2_opencodeinstruct")
-            .is_some()
+        // The log's first progress line for B2 (its empty output file already shows 0), and
+        // every record of B1 (the outputs are polled on their own thread).
+        if m.partition("pulse_partition_requests_completed", "B2_opencodeinstruct") > Some(0.0)
+            && m.partition("pulse_output_records_total", "B1_glaive") == Some(1500.0)
         {
             break m;
         }

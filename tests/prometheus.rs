@@ -32,6 +32,17 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
     let promtool = require_tool("promtool", "prometheus");
     let dir = temp_dir();
     let log = rich_log(&dir);
+    let prepared = dir.path().join("prepared/B1_glaive");
+    std::fs::create_dir_all(&prepared).unwrap();
+    std::fs::write(
+        prepared.join("raw_responses.jsonl"),
+        "{\"text\":\"hi\",\"meta_info\":{\"completion_tokens\":3,\"finish_reason\":{\"type\":\"stop\"}}}\n\
+         {\"text\":\"\",\"error\":\"timeout\"}\nnot json\n",
+    )
+    .unwrap();
+    std::fs::write(prepared.join("prompts.jsonl"), "{}\n{}\n{}\n").unwrap();
+    let outputs = format!("{}/prepared/*/raw_responses.jsonl", path_str(dir.path()));
+    let inputs = format!("{}/prepared/*/prompts.jsonl", path_str(dir.path()));
     let out = Command::new(BIN)
         .args([
             "run",
@@ -41,6 +52,7 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
             "--log",
             "/nonexistent/other.log",
         ])
+        .args(["--outputs", &outputs, "--inputs", &inputs])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -50,6 +62,17 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
             .contains("pulse_pipeline_restarts_total{partition=\"B2_\\\"quoted\\\"\\\\name\"} 1"),
         "{exposition}"
     );
+    for family in [
+        "pulse_output_records_total",
+        "pulse_output_finish_reason_total",
+        "pulse_partition_log_output_gap",
+        "pulse_run_requests_planned",
+    ] {
+        assert!(
+            exposition.contains(family),
+            "{family} missing from:\n{exposition}"
+        );
+    }
     let mut check = Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

@@ -217,3 +217,157 @@ pub struct RunTotals {
     pub planned: u64,
     pub eta_seconds: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{Parser, RunInference};
+
+    fn facts(tokens: u64, reason: &str) -> Facts {
+        Facts {
+            tokens: Some(tokens),
+            finish_reason: Some(reason.to_owned()),
+            ..Facts::default()
+        }
+    }
+
+    fn run_with(log_lines: &[&str], records: u64, planned_inputs: Option<u64>) -> Run {
+        let mut run = Run::new(&["log".into()]);
+        let parser = Parser::RunInference(RunInference);
+        for line in log_lines {
+            run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
+        }
+        let mut stats = OutputStats::default();
+        for _ in 0..records {
+            stats.add(&facts(10, "stop"), 100);
+        }
+        run.outputs.insert(
+            "/p/A/raw.jsonl".into(),
+            OutputFile {
+                partition: "A".into(),
+                stats,
+                last_write: Some(5.0),
+            },
+        );
+        if let Some(lines) = planned_inputs {
+            run.inputs.insert(
+                "/p/A/prompts.jsonl".into(),
+                InputFile {
+                    partition: "A".into(),
+                    lines,
+                },
+            );
+        }
+        run
+    }
+
+    #[test]
+    fn views_join_log_outputs_and_inputs() {
+        let run = run_with(
+            &["Processing: A", "  120/1000 (0 err) 1.0 req/s"],
+            100,
+            Some(900),
+        );
+        let views = run.views();
+        assert_eq!(views.len(), 1);
+        let a = &views[0];
+        assert_eq!(a.completed(), Some(120));
+        assert_eq!(
+            a.planned(),
+            Some(1000),
+            "the log's planned count wins over the inputs'"
+        );
+        assert_eq!(a.log_output_gap(), Some(20));
+        assert_eq!(a.outputs.as_ref().unwrap().bytes, 100 * 101);
+        assert_eq!(a.last_write, Some(5.0));
+    }
+
+    #[test]
+    fn outputs_only_partition_uses_records_and_inputs() {
+        let run = run_with(&[], 30, Some(60));
+        let a = &run.views()[0];
+        assert_eq!(a.completed(), Some(30));
+        assert_eq!(a.planned(), Some(60));
+        assert_eq!(a.log_output_gap(), None);
+        assert!(!a.log_output_mismatch());
+        let totals = run.totals(0.0);
+        assert_eq!((totals.completed, totals.planned), (30, 60));
+    }
+
+    #[test]
+    fn mismatch_needs_more_than_50_or_2_percent() {
+        let small = run_with(
+            &["Processing: A", "  150/1000 (0 err) 1.0 req/s"],
+            100,
+            None,
+        );
+        assert!(
+            !small.views()[0].log_output_mismatch(),
+            "a gap of 50 is allowed"
+        );
+        let big = run_with(
+            &["Processing: A", "  151/1000 (0 err) 1.0 req/s"],
+            100,
+            None,
+        );
+        assert!(big.views()[0].log_output_mismatch());
+        let large_run = run_with(
+            &["Processing: A", "  5100/100000 (0 err) 1.0 req/s"],
+            3100,
+            None,
+        );
+        assert!(
+            !large_run.views()[0].log_output_mismatch(),
+            "2% of 100000 is 2000"
+        );
+        let behind = run_with(&["Processing: A", "  10/1000 (0 err) 1.0 req/s"], 100, None);
+        assert!(
+            behind.views()[0].log_output_mismatch(),
+            "outputs ahead of the log also disagree"
+        );
+    }
+
+    #[test]
+    fn output_tokens_per_second_prefer_the_records() {
+        let mut run = run_with(
+            &["Processing: A", "  10/1000 (0 err) 1.0 req/s avg_comp=5tok"],
+            0,
+            None,
+        );
+        run.note_output_tokens(100.0);
+        let file = run.outputs.get_mut("/p/A/raw.jsonl").unwrap();
+        for _ in 0..50 {
+            file.stats.add(&facts(20, "stop"), 10);
+        }
+        run.note_output_tokens(110.0);
+        assert_eq!(
+            run.views()[0].completion_tokens_per_second(110.0),
+            Some(100.0)
+        );
+    }
+
+    #[test]
+    fn run_eta_from_the_measured_rates() {
+        let mut run = Run::new(&["log".into()]);
+        let parser = Parser::RunInference(RunInference);
+        for (at, line) in [
+            (0.0, "Processing: A"),
+            (0.0, "  100/1000 (0 err) 1.0 req/s"),
+            (100.0, "  300/1000 (0 err) 1.0 req/s"),
+        ] {
+            run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), at);
+        }
+        let totals = run.totals(100.0);
+        assert_eq!(totals.eta_seconds, Some(350.0));
+    }
+
+    #[test]
+    fn finish_reasons_are_bounded() {
+        let mut stats = OutputStats::default();
+        for i in 0..100 {
+            stats.add(&facts(1, &format!("reason{i}")), 1);
+        }
+        assert_eq!(stats.finish_reasons.len(), MAX_REASONS + 1);
+        assert_eq!(stats.finish_reasons["other"], 100 - MAX_REASONS as u64);
+    }
+}

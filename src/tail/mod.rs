@@ -196,9 +196,12 @@ impl Follower {
                 Some(_) => {
                     // Renamed or deleted and recreated: finish the old file, then switch.
                     let mut old = self.current.take().expect("matched Some");
-                    self.read_to_end(&mut old, u64::MAX, &mut on_line)?;
-                    old.idle_polls = 0;
-                    self.draining.push(old);
+                    // An old file that cannot be read any more (it was never a file, or its
+                    // disk went away) must not keep us from the new one.
+                    if self.read_to_end(&mut old, u64::MAX, &mut on_line).is_ok() {
+                        old.idle_polls = 0;
+                        self.draining.push(old);
+                    }
                     self.stats.rotations += 1;
                     on_line(Tailed::Reset);
                     self.current = self.open(id)?;

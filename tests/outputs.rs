@@ -1,0 +1,241 @@
+//! Output files end to end: JSONL written while the sidecar runs, counted, inspected and
+//! reconciled with the log.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+fn sglang(tokens: u64, reason: &str, text: &str) -> String {
+    format!(
+        r#"{{"text":"{text}","meta_info":{{"completion_tokens":{tokens},"finish_reason":{{"type":"{reason}"}}}}}}"#
+    ) + "\n"
+}
+
+fn records(m: &Metrics, partition: &str) -> Option<f64> {
+    m.partition("pulse_output_records_total", partition)
+}
+
+fn setup() -> (tempfile::TempDir, String, String) {
+    let dir = temp_dir();
+    let outputs = format!("{}/prepared/*/raw_responses.jsonl", path_str(dir.path()));
+    let inputs = format!("{}/prepared/*/prompts.jsonl", path_str(dir.path()));
+    (dir, outputs, inputs)
+}
+
+fn partition_dir(dir: &Path, name: &str) -> std::path::PathBuf {
+    let p = dir.join("prepared").join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+#[test]
+fn records_are_counted_inspected_and_reconciled_with_the_log() {
+    let (dir, outputs, inputs) = setup();
+    let log = dir.path().join("inference.log");
+    let sidecar = Sidecar::run(&[
+        "--log",
+        path_str(&log),
+        "--outputs",
+        &outputs,
+        "--inputs",
+        &inputs,
+    ]);
+    let b1 = partition_dir(dir.path(), "B1_glaive");
+    std::fs::write(b1.join("prompts.jsonl"), "{\"p\":1}\n".repeat(400)).unwrap();
+    let raw = b1.join("raw_responses.jsonl");
+    let mut text = String::new();
+    text += &sglang(100, "stop", "Hello");
+    text += &sglang(
+        200,
+        "stop",
+        "A longer answer with \\\"quotes\\\" and \\n newlines",
+    );
+    text += &sglang(10240, "length", "cut at the token cap");
+    text += &sglang(0, "stop", "");
+    text += "{\"text\":\"\",\"error\":\"Request timed out after 600s\"}\n";
+    text += "this is not json\n";
+    text += "{\"text\":\"half a rec";
+    append(&raw, &text);
+
+    let m = sidecar.wait_metrics("six complete records", |m| {
+        records(m, "B1_glaive") == Some(6.0)
+    });
+    let b = |name| m.partition(name, "B1_glaive");
+    assert_eq!(b("pulse_output_completion_tokens_total"), Some(10540.0));
+    assert_eq!(b("pulse_output_empty_responses_total"), Some(1.0));
+    assert_eq!(b("pulse_output_error_records_total"), Some(1.0));
+    assert_eq!(b("pulse_output_invalid_records_total"), Some(1.0));
+    let complete_bytes = text.rfind('\n').unwrap() + 1;
+    assert_eq!(b("pulse_output_bytes"), Some(complete_bytes as f64));
+    assert!(b("pulse_output_last_write_timestamp_seconds").unwrap() > 1.6e9);
+    assert_eq!(
+        m.get(
+            "pulse_output_finish_reason_total",
+            "partition=\"B1_glaive\",reason=\"stop\""
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        m.get(
+            "pulse_output_finish_reason_total",
+            "partition=\"B1_glaive\",reason=\"length\""
+        ),
+        Some(1.0)
+    );
+    // Planned from the input file before the log says anything.
+    assert_eq!(b("pulse_partition_requests_planned"), Some(400.0));
+    assert_eq!(m.get("pulse_run_requests_planned", ""), Some(400.0));
+    assert_eq!(
+        m.get("pulse_collector_up", "collector=\"outputs\""),
+        Some(1.0)
+    );
+
+    // The partial record completes.
+    append(&raw, "ord\"}\n");
+    sidecar.wait_metrics("the completed record", |m| {
+        records(m, "B1_glaive") == Some(7.0)
+    });
+
+    // The log claims far more than the files hold: the gap shows it.
+    append(
+        &log,
+        "Processing: B1_glaive (SHORT)\nB1_glaive: 400 prompts\n  150/400 (1 err) 1.0 req/s avg_comp=300tok ETA=4m\n",
+    );
+    let m = sidecar.wait_metrics("the log", |m| {
+        m.partition("pulse_partition_log_output_gap", "B1_glaive") == Some(143.0)
+    });
+    assert_eq!(
+        m.partition("pulse_partition_requests_completed", "B1_glaive"),
+        Some(150.0)
+    );
+    assert_eq!(m.get("pulse_run_requests_completed", ""), Some(150.0));
+
+    // A partition that appears later is picked up when the glob is evaluated again.
+    let b2 = partition_dir(dir.path(), "B2_code");
+    append(
+        &b2.join("raw_responses.jsonl"),
+        &(sglang(5, "stop", "x") + &sglang(7, "stop", "y")),
+    );
+    let m = sidecar.wait_metrics("the new partition", |m| records(m, "B2_code") == Some(2.0));
+    assert_eq!(
+        m.partition("pulse_output_completion_tokens_total", "B2_code"),
+        Some(12.0)
+    );
+}
+
+#[test]
+fn awkward_records_are_counted_not_fatal() {
+    let (dir, outputs, _) = setup();
+    let p = partition_dir(dir.path(), "A");
+    let raw = p.join("raw_responses.jsonl");
+    let sidecar = Sidecar::run(&["--outputs", &outputs]);
+    let mut text = String::new();
+    text += "[1, 2, 3]\n";
+    text += "\"just a string\"\n";
+    text += "{\"completion_tokens\": \"217\", \"response\": \"ok\"}\n";
+    text += "{\"completion_tokens\": 216.6, \"response\": \"ok\"}\n";
+    text += "\u{0}\u{0}\u{0}\n";
+    append(&raw, &text);
+    // A 50 MB record, over the default 16 MiB cap: a record, counted, not inspected.
+    let script = r#"
+import sys
+with open(sys.argv[1], 'a') as f:
+    f.write('{"response": "')
+    chunk = 'x' * (1 << 20)
+    for _ in range(50):
+        f.write(chunk)
+    f.write('", "completion_tokens": 9}\n{"response": "after", "completion_tokens": 1}\n')
+"#;
+    python_done(script, &[path_str(&raw)]);
+    let m = sidecar.wait_metrics("seven records", |m| records(m, "A") == Some(7.0));
+    assert_eq!(
+        m.partition("pulse_output_invalid_records_total", "A"),
+        Some(3.0)
+    );
+    assert_eq!(
+        m.partition("pulse_output_oversized_records_total", "A"),
+        Some(1.0)
+    );
+    assert_eq!(
+        m.partition("pulse_output_completion_tokens_total", "A"),
+        Some(217.0 + 217.0 + 1.0)
+    );
+    let rss = m.get("process_resident_memory_bytes", "").unwrap();
+    assert!(
+        rss < 96.0 * 1024.0 * 1024.0,
+        "resident memory {rss} after a 50 MB record"
+    );
+}
+
+#[test]
+fn a_truncated_output_file_is_recounted_not_doubled() {
+    let (dir, outputs, _) = setup();
+    let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
+    append(&raw, &sglang(1, "stop", "a").repeat(5));
+    let sidecar = Sidecar::run(&["--outputs", &outputs]);
+    sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
+    std::fs::write(&raw, sglang(2, "stop", "b").repeat(2)).unwrap();
+    let m = sidecar.wait_metrics("the rewritten file", |m| {
+        m.partition("pulse_output_completion_tokens_total", "A") == Some(4.0)
+    });
+    assert_eq!(records(&m, "A"), Some(2.0));
+}
+
+#[test]
+fn an_unreadable_output_file_sets_the_collector_down_and_recovers() {
+    let (dir, outputs, _) = setup();
+    let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
+    append(&raw, &sglang(1, "stop", "a"));
+    let sidecar = Sidecar::run(&["--outputs", &outputs]);
+    sidecar.wait_metrics("the record", |m| records(m, "A") == Some(1.0));
+    // Tests run as root, for whom permissions never fail a read: a directory in the file's
+    // place does.
+    std::fs::remove_file(&raw).unwrap();
+    std::fs::create_dir(&raw).unwrap();
+    sidecar.wait_metrics("the collector down", |m| {
+        m.get("pulse_collector_up", "collector=\"outputs\"") == Some(0.0)
+    });
+    sidecar.wait_log("cannot read");
+    std::fs::remove_dir(&raw).unwrap();
+    append(&raw, &sglang(1, "stop", "a").repeat(3));
+    let m = sidecar.wait_metrics("recovery", |m| {
+        m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
+    });
+    assert_eq!(
+        m.partition("pulse_output_completion_tokens_total", "A"),
+        Some(3.0)
+    );
+}
+
+#[test]
+fn counts_resume_across_a_sidecar_kill() {
+    let (dir, outputs, _) = setup();
+    let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
+    let state = dir.path().join("state");
+    let args = [
+        "--outputs",
+        &outputs,
+        "--state-dir",
+        path_str(&state),
+        "--snapshot-interval",
+        "100ms",
+    ];
+    append(&raw, &sglang(10, "stop", "a").repeat(5));
+    let mut sidecar = Sidecar::run(&args);
+    sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
+    let snapshot = state.join("outputs.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&snapshot).is_ok_and(|s| s.contains("\"records\":5")) {
+        assert!(std::time::Instant::now() < deadline, "no outputs snapshot");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sidecar.kill9();
+    append(&raw, &sglang(10, "stop", "b").repeat(3));
+    let sidecar = Sidecar::run(&args);
+    let m = sidecar.wait_metrics("eight records", |m| records(m, "A") == Some(8.0));
+    assert_eq!(
+        m.partition("pulse_output_completion_tokens_total", "A"),
+        Some(80.0)
+    );
+}
