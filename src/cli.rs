@@ -1,6 +1,7 @@
 //! The command line (DESIGN §6). Every `run` flag has a config-file key of the same name
 //! (dashes become underscores); flags win over the file.
 
+use crate::config::GpuMode;
 use crate::parse::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Follow a run's logs and serve /metrics.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Simulate a pipeline in a folder and watch it with the real sidecar.
     Demo(DemoArgs),
     /// Validate a config file and print the effective configuration.
@@ -61,6 +62,35 @@ pub struct RunArgs {
     /// How often to check the inputs for new data, e.g. 250ms [default: 250ms].
     #[arg(long, value_name = "DURATION")]
     pub poll_interval: Option<String>,
+    /// How to read the GPUs: auto (NVML if present), on (NVML or fail), off, or simulated
+    /// (eight made-up GPUs, for demos and tests) [default: auto].
+    #[arg(long, value_name = "MODE", value_parser = parse_gpu_mode)]
+    pub gpu: Option<GpuMode>,
+    /// How often to sample the GPUs [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    pub gpu_interval: Option<String>,
+    /// Also export GPU memory per process.
+    #[arg(long)]
+    pub gpu_processes: bool,
+    /// The driver process: a piece of its command line, e.g. run_inference.py.
+    #[arg(long, value_name = "TEXT")]
+    pub process_match: Option<String>,
+    /// The driver process: a file holding its pid.
+    #[arg(long, value_name = "PATH")]
+    pub pid_file: Option<PathBuf>,
+    /// The inference server's health URL (2xx means up), e.g. http://127.0.0.1:30000/health.
+    #[arg(long, value_name = "URL")]
+    pub server_health_url: Option<String>,
+    /// The inference server's Prometheus metrics (SGLang or vLLM), e.g.
+    /// http://127.0.0.1:30000/metrics.
+    #[arg(long, value_name = "URL")]
+    pub server_metrics_url: Option<String>,
+    /// How often to probe the process and the server [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    pub probe_interval: Option<String>,
+    /// How long a server probe may take [default: 2s].
+    #[arg(long, value_name = "DURATION")]
+    pub probe_timeout: Option<String>,
     /// How often to write the state directory's snapshot [default: 5s].
     #[arg(long, value_name = "DURATION")]
     pub snapshot_interval: Option<String>,
@@ -86,6 +116,10 @@ pub struct DemoArgs {
     /// Stop by itself after this long, e.g. 2m.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<std::time::Duration>,
+}
+
+fn parse_gpu_mode(s: &str) -> Result<GpuMode, String> {
+    s.parse()
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {

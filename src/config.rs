@@ -7,6 +7,9 @@
 use crate::cli::RunArgs;
 use crate::outputs::record::Pointers;
 use crate::parse::{Format, Parser, RegexFormat, RunInference, Tqdm};
+use crate::probe::http_get::Url;
+use crate::probe::process::ProcessTarget;
+use crate::probe::ProbeConfig;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +19,39 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
 pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
 pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
 pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "5s";
+pub const DEFAULT_GPU_INTERVAL: &str = "5s";
+pub const DEFAULT_PROBE_INTERVAL: &str = "5s";
+pub const DEFAULT_PROBE_TIMEOUT: &str = "2s";
+
+/// How to find the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuMode {
+    /// NVML if it loads; without it, `pulse_collector_up{collector="gpu"}` is 0.
+    #[default]
+    Auto,
+    /// NVML or fail start-up.
+    On,
+    Off,
+    /// Eight made-up GPUs named `simulated`, for demos and tests.
+    Simulated,
+}
+
+impl std::str::FromStr for GpuMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(GpuMode::Auto),
+            "on" => Ok(GpuMode::On),
+            "off" => Ok(GpuMode::Off),
+            "simulated" => Ok(GpuMode::Simulated),
+            other => Err(format!(
+                "unknown GPU mode {other:?}; expected auto, on, off or simulated"
+            )),
+        }
+    }
+}
 /// Long enough for any progress line or traceback frame; short enough that a runaway line
 /// costs a bounded amount of memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -60,6 +96,15 @@ pub struct RawConfig {
     pub header_read_timeout: Option<String>,
     pub snapshot_interval: Option<String>,
     pub max_record_bytes: Option<usize>,
+    pub gpu: Option<GpuMode>,
+    pub gpu_interval: Option<String>,
+    pub gpu_processes: Option<bool>,
+    pub process_match: Option<String>,
+    pub pid_file: Option<PathBuf>,
+    pub server_health_url: Option<String>,
+    pub server_metrics_url: Option<String>,
+    pub probe_interval: Option<String>,
+    pub probe_timeout: Option<String>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
     #[serde(default)]
@@ -108,6 +153,11 @@ pub struct Config {
     pub logs: Vec<LogConfig>,
     pub outputs: Vec<OutputConfig>,
     pub inputs: Vec<String>,
+    pub gpu: GpuMode,
+    pub gpu_interval: Duration,
+    pub gpu_processes: bool,
+    pub probes: ProbeConfig,
+    pub probe_interval: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +206,33 @@ impl RawConfig {
         }
         if let Some(interval) = &args.snapshot_interval {
             self.snapshot_interval = Some(interval.clone());
+        }
+        if let Some(mode) = args.gpu {
+            self.gpu = Some(mode);
+        }
+        if let Some(interval) = &args.gpu_interval {
+            self.gpu_interval = Some(interval.clone());
+        }
+        if args.gpu_processes {
+            self.gpu_processes = Some(true);
+        }
+        if let Some(text) = &args.process_match {
+            self.process_match = Some(text.clone());
+        }
+        if let Some(file) = &args.pid_file {
+            self.pid_file = Some(file.clone());
+        }
+        if let Some(url) = &args.server_health_url {
+            self.server_health_url = Some(url.clone());
+        }
+        if let Some(url) = &args.server_metrics_url {
+            self.server_metrics_url = Some(url.clone());
+        }
+        if let Some(interval) = &args.probe_interval {
+            self.probe_interval = Some(interval.clone());
+        }
+        if let Some(timeout) = &args.probe_timeout {
+            self.probe_timeout = Some(timeout.clone());
         }
         if !args.outputs.is_empty() {
             self.outputs = args
@@ -262,6 +339,31 @@ impl RawConfig {
         for (i, glob) in self.inputs.iter().enumerate() {
             check_glob(&format!("inputs[{i}]"), glob)?;
         }
+        let gpu_interval = duration(
+            "gpu_interval",
+            self.gpu_interval.as_deref(),
+            DEFAULT_GPU_INTERVAL,
+        )?;
+        let probe_interval = duration(
+            "probe_interval",
+            self.probe_interval.as_deref(),
+            DEFAULT_PROBE_INTERVAL,
+        )?;
+        let probe_timeout = duration(
+            "probe_timeout",
+            self.probe_timeout.as_deref(),
+            DEFAULT_PROBE_TIMEOUT,
+        )?;
+        for (key, d) in [
+            ("gpu_interval", gpu_interval),
+            ("probe_interval", probe_interval),
+            ("probe_timeout", probe_timeout),
+        ] {
+            if d < Duration::from_millis(100) {
+                return Err(ConfigError::invalid(key, "must be at least 100ms"));
+            }
+        }
+        let probes = self.probes(probe_timeout)?;
         Ok(Config {
             listen,
             state_dir: self.state_dir.clone(),
@@ -273,6 +375,40 @@ impl RawConfig {
             logs,
             outputs,
             inputs: self.inputs.clone(),
+            gpu: self.gpu.unwrap_or_default(),
+            gpu_interval,
+            gpu_processes: self.gpu_processes.unwrap_or(false),
+            probes,
+            probe_interval,
+        })
+    }
+
+    fn probes(&self, timeout: Duration) -> Result<ProbeConfig, ConfigError> {
+        let process = match (&self.process_match, &self.pid_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "pid_file",
+                    "give process_match or pid_file, not both",
+                ))
+            }
+            (Some(text), None) if text.trim().is_empty() => {
+                return Err(ConfigError::invalid("process_match", "must not be empty"))
+            }
+            (Some(text), None) => Some(ProcessTarget::Match(text.clone())),
+            (None, Some(file)) => Some(ProcessTarget::PidFile(file.clone())),
+            (None, None) => None,
+        };
+        let url = |key: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| Url::parse(v).map_err(|e| ConfigError::invalid(key, e)))
+                .transpose()
+        };
+        Ok(ProbeConfig {
+            process,
+            health_url: url("server_health_url", &self.server_health_url)?,
+            metrics_url: url("server_metrics_url", &self.server_metrics_url)?,
+            timeout,
         })
     }
 }
@@ -392,6 +528,21 @@ impl Config {
                 })
                 .collect(),
             inputs: self.inputs.clone(),
+            gpu: Some(self.gpu),
+            gpu_interval: Some(humantime::format_duration(self.gpu_interval).to_string()),
+            gpu_processes: Some(self.gpu_processes),
+            process_match: match &self.probes.process {
+                Some(ProcessTarget::Match(text)) => Some(text.clone()),
+                _ => None,
+            },
+            pid_file: match &self.probes.process {
+                Some(ProcessTarget::PidFile(file)) => Some(file.clone()),
+                _ => None,
+            },
+            server_health_url: self.probes.health_url.as_ref().map(ToString::to_string),
+            server_metrics_url: self.probes.metrics_url.as_ref().map(ToString::to_string),
+            probe_interval: Some(humantime::format_duration(self.probe_interval).to_string()),
+            probe_timeout: Some(humantime::format_duration(self.probes.timeout).to_string()),
             logs: self
                 .logs
                 .iter()

@@ -5,7 +5,7 @@
 //! recovers, and later it crashes and begins a partition again, so a newcomer sees every state
 //! the sidecar reports within a few minutes.
 
-use crate::config::{Config, LogConfig, OutputConfig};
+use crate::config::{Config, GpuMode, LogConfig, OutputConfig};
 use crate::outputs::record::Pointers;
 use crate::parse::{Parser, RunInference};
 use std::fs::{self, File, OpenOptions};
@@ -110,6 +110,7 @@ impl Layout {
             pointers: Pointers::default(),
         }];
         config.inputs = vec![format!("{prepared}/*/prompts.jsonl")];
+        config.gpu = GpuMode::Simulated;
         config
     }
 }

@@ -1,12 +1,14 @@
 //! Wires the sources to the model to the outputs for `run` (and for `demo`, which runs the
 //! same sidecar on a simulated pipeline).
 
-use crate::config::Config;
+use crate::config::{Config, GpuMode};
+use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
 use crate::log_source::LogSource;
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::outputs::OutputSource;
+use crate::probe::Probes;
 use crate::source::{self, Source};
 use crate::state::StateDir;
 use anyhow::Context;
@@ -14,6 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// The model and the sources that feed it. The log source restores the model from its
 /// snapshot first; the output source then adds its own part.
@@ -44,6 +47,36 @@ fn model_and_sources(
     Ok((run, logs, outputs))
 }
 
+/// The GPU reader the configuration asks for; `None` when GPUs are off or, in `auto`, when
+/// NVML is not on this machine.
+fn gpu_reader(
+    config: &Config,
+    run: &Arc<Mutex<Run>>,
+) -> anyhow::Result<Option<Box<dyn GpuReader>>> {
+    match config.gpu {
+        GpuMode::Off => Ok(None),
+        GpuMode::Simulated => {
+            tracing::info!("GPUs are simulated: eight GPUs named \"simulated\"");
+            Ok(Some(Box::new(Simulated::new(8))))
+        }
+        GpuMode::Auto | GpuMode::On => match NvmlReader::init() {
+            Ok(reader) => {
+                if let Err(e) = start_xid_watcher(reader.nvml(), run.clone()) {
+                    tracing::warn!("GPU XID errors are not counted: {e}");
+                }
+                Ok(Some(Box::new(reader)))
+            }
+            Err(e) if config.gpu == GpuMode::On => anyhow::bail!("gpu = \"on\" but {e}"),
+            Err(e) => {
+                tracing::warn!("{e}; GPU metrics are off (use gpu = \"off\" to say so)");
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                run.set_collector("gpu", false, 0.0);
+                Ok(None)
+            }
+        },
+    }
+}
+
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
@@ -52,6 +85,16 @@ pub fn once(config: &Config) -> anyhow::Result<String> {
     outputs.poll();
     logs.save_snapshot();
     outputs.save_snapshot();
+    if let Some(reader) = gpu_reader(config, &run)? {
+        GpuSource::new(reader, run.clone(), config.gpu_processes).poll();
+    }
+    if !config.probes.is_empty() {
+        let mut probes = Probes::new(config.probes.clone(), run.clone());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(probes.round());
+    }
     Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
 }
 
@@ -64,11 +107,12 @@ struct Running {
 fn start(
     name: &str,
     source: impl Source,
+    interval: Duration,
     config: &Config,
     catching_up: Arc<AtomicUsize>,
 ) -> anyhow::Result<Running> {
     let (stop, stopped) = mpsc::channel();
-    let (interval, snapshots) = (config.poll_interval, config.snapshot_interval);
+    let snapshots = config.snapshot_interval;
     let thread = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || source::run_until(source, interval, snapshots, stopped, &catching_up))
@@ -94,16 +138,44 @@ pub async fn serve(
         })?;
     let addr = listener.local_addr()?;
     let (run, logs, outputs) = model_and_sources(&config)?;
-    let catching_up = Arc::new(AtomicUsize::new(2));
+    let gpus = gpu_reader(&config, &run)?;
+    let catching_up = Arc::new(AtomicUsize::new(2 + usize::from(gpus.is_some())));
     let state = Arc::new(HttpState {
-        registry: metrics::registry(run),
+        registry: metrics::registry(run.clone()),
         catching_up: catching_up.clone(),
         header_read_timeout: config.header_read_timeout,
     });
-    let running = [
-        start("log-source", logs, &config, catching_up.clone())?,
-        start("output-source", outputs, &config, catching_up)?,
+    let mut running = vec![
+        start(
+            "log-source",
+            logs,
+            config.poll_interval,
+            &config,
+            catching_up.clone(),
+        )?,
+        start(
+            "output-source",
+            outputs,
+            config.poll_interval,
+            &config,
+            catching_up.clone(),
+        )?,
     ];
+    if let Some(reader) = gpus {
+        let source = GpuSource::new(reader, run.clone(), config.gpu_processes);
+        running.push(start(
+            "gpu-source",
+            source,
+            config.gpu_interval,
+            &config,
+            catching_up,
+        )?);
+    }
+    let probes = (!config.probes.is_empty()).then(|| {
+        tokio::spawn(
+            Probes::new(config.probes.clone(), run.clone()).run_every(config.probe_interval),
+        )
+    });
     tracing::info!(
         "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
         config.logs.len(),
@@ -112,6 +184,9 @@ pub async fn serve(
     on_listening(addr);
     http::serve(listener, state, shutdown).await;
     tracing::info!("shutting down");
+    if let Some(probes) = probes {
+        probes.abort();
+    }
     for source in running {
         drop(source.stop);
         if source.thread.join().is_err() {

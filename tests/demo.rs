@@ -79,6 +79,13 @@ fn demo_serves_a_simulated_run_and_stops_by_itself() {
         Some(0.0)
     );
     assert!(m.has_line_starting("pulse_pipeline_info{model=\"/shared/kimi-k2.5-int4\"} 1"));
+    assert_eq!(
+        m.get("pulse_gpus", ""),
+        Some(8.0),
+        "the demo's GPUs are simulated"
+    );
+    assert!(m.has_line_starting("pulse_gpu_info{gpu=\"0\""));
+    assert!(m.0.contains("name=\"simulated\""));
     assert!(demo_dir.join("logs/inference_all.log").is_file());
     assert!(demo_dir
         .join("prepared/B1_glaive/raw_responses.jsonl")

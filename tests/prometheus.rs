@@ -52,7 +52,14 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
             "--log",
             "/nonexistent/other.log",
         ])
-        .args(["--outputs", &outputs, "--inputs", &inputs])
+        .args([
+            "--outputs",
+            &outputs,
+            "--inputs",
+            &inputs,
+            "--gpu",
+            "simulated",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -67,6 +74,8 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
         "pulse_output_finish_reason_total",
         "pulse_partition_log_output_gap",
         "pulse_run_requests_planned",
+        "pulse_gpu_info",
+        "pulse_gpu_utilization_ratio",
     ] {
         assert!(
             exposition.contains(family),
@@ -190,7 +199,7 @@ impl Prometheus {
 fn a_real_prometheus_scrapes_us() {
     let dir = temp_dir();
     let log = rich_log(&dir);
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let sidecar = Sidecar::run(&["--log", path_str(&log), "--gpu", "simulated"]);
     let prometheus = Prometheus::scraping(&[sidecar.addr]);
     let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
     assert_eq!(up, 1.0, "Prometheus could not scrape us");
@@ -204,6 +213,11 @@ fn a_real_prometheus_scrapes_us() {
         Duration::from_secs(10),
     );
     assert_eq!(info, 1.0);
+    let gpus = prometheus.wait_value(
+        "count(pulse_gpu_info{name=\"simulated\"})",
+        Duration::from_secs(10),
+    );
+    assert_eq!(gpus, 8.0);
     let restarts = prometheus.wait_value(
         "sum(pulse_pipeline_restarts_total)",
         Duration::from_secs(10),

@@ -4,16 +4,19 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
+mod node;
 mod outputs;
 mod partition;
 mod recent;
 mod window;
 
+pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{InputFile, OutputFile, OutputStats, PartitionView, RunTotals};
 pub use partition::Partition;
 pub use recent::RecentLines;
 pub use window::Window;
 
+use crate::gpu::GpuReading;
 use crate::parse::Event;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,6 +49,18 @@ pub struct Run {
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
     pub output_tokens: BTreeMap<String, Window>,
+    /// The latest GPU reading; `None` until one succeeded.
+    #[serde(skip)]
+    pub gpus: Option<GpuReading>,
+    /// Critical XID errors per GPU UUID since the sidecar started.
+    #[serde(skip)]
+    pub xid_errors: BTreeMap<String, u64>,
+    /// The driver process, when a probe for it is configured.
+    #[serde(skip)]
+    pub process: Option<ProcessState>,
+    /// The inference server, when a probe for it is configured.
+    #[serde(skip)]
+    pub server: Option<ServerState>,
 }
 
 /// Per-log counters, exported with a `path` label.

@@ -1,0 +1,180 @@
+//! GPU, driver-process and inference-server families.
+
+use super::{family, gauge, info};
+use crate::gpu::GpuSample;
+use crate::model::Run;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use std::fmt;
+
+type GpuGauge = fn(&GpuSample) -> Option<f64>;
+
+/// Gauges with `gpu` and `uuid` labels.
+const GPU_GAUGES: &[(&str, &str, GpuGauge)] = &[
+    (
+        "pulse_gpu_utilization_ratio",
+        "Fraction of time a kernel ran on the GPU over the last sample period (0-1).",
+        |g| g.utilization,
+    ),
+    (
+        "pulse_gpu_memory_utilization_ratio",
+        "Fraction of time GPU memory was read or written (0-1).",
+        |g| g.memory_utilization,
+    ),
+    ("pulse_gpu_memory_used_bytes", "GPU memory in use.", |g| {
+        g.memory_used_bytes.map(|b| b as f64)
+    }),
+    (
+        "pulse_gpu_memory_total_bytes",
+        "GPU memory installed.",
+        |g| g.memory_total_bytes.map(|b| b as f64),
+    ),
+    (
+        "pulse_gpu_temperature_celsius",
+        "GPU die temperature.",
+        |g| g.temperature_celsius,
+    ),
+    ("pulse_gpu_power_watts", "GPU power draw.", |g| {
+        g.power_watts
+    }),
+    (
+        "pulse_gpu_power_limit_watts",
+        "GPU enforced power limit.",
+        |g| g.power_limit_watts,
+    ),
+    ("pulse_gpu_sm_clock_hertz", "GPU SM clock.", |g| {
+        g.sm_clock_hertz
+    }),
+];
+
+pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+    if let Some(reading) = &run.gpus {
+        gauge(
+            enc,
+            "pulse_gpus",
+            "GPUs visible.",
+            reading.devices.len() as f64,
+        )?;
+        let driver = reading.driver_version.clone().unwrap_or_default();
+        info(
+            enc,
+            "pulse_gpu",
+            "What NVML says about each GPU.",
+            reading
+                .devices
+                .iter()
+                .map(|g| {
+                    [
+                        ("gpu", g.index.to_string()),
+                        ("uuid", g.uuid.clone()),
+                        ("name", g.name.clone()),
+                        ("pci_bus_id", g.pci_bus_id.clone()),
+                        ("driver_version", driver.clone()),
+                    ]
+                })
+                .collect(),
+        )?;
+        let ids: Vec<(String, &str)> = reading
+            .devices
+            .iter()
+            .map(|g| (g.index.to_string(), g.uuid.as_str()))
+            .collect();
+        for (name, help, value) in GPU_GAUGES {
+            family(
+                enc,
+                name,
+                help,
+                MetricType::Gauge,
+                reading
+                    .devices
+                    .iter()
+                    .zip(&ids)
+                    .filter_map(|(g, (index, uuid))| {
+                        Some((
+                            [("gpu", index.as_str()), ("uuid", *uuid)],
+                            ConstGauge::new(value(g)?),
+                        ))
+                    }),
+            )?;
+        }
+        family(
+            enc,
+            "pulse_gpu_xid_errors",
+            "Critical XID errors NVML reported for the GPU since the sidecar started.",
+            MetricType::Counter,
+            ids.iter().map(|(index, uuid)| {
+                let n = run.xid_errors.get(*uuid).copied().unwrap_or(0);
+                (
+                    [("gpu", index.as_str()), ("uuid", *uuid)],
+                    ConstCounter::new(n),
+                )
+            }),
+        )?;
+        family(
+            enc,
+            "pulse_gpu_process_memory_used_bytes",
+            "GPU memory used per process (with gpu_processes = true).",
+            MetricType::Gauge,
+            reading
+                .devices
+                .iter()
+                .zip(&ids)
+                .flat_map(|(g, (index, uuid))| {
+                    g.processes.iter().map(move |p| {
+                        (
+                            [
+                                ("gpu", index.clone()),
+                                ("uuid", (*uuid).to_owned()),
+                                ("pid", p.pid.to_string()),
+                                ("process", p.name.clone()),
+                            ],
+                            ConstGauge::new(p.used_bytes as f64),
+                        )
+                    })
+                }),
+        )?;
+    }
+    if let Some(process) = &run.process {
+        gauge(
+            enc,
+            "pulse_pipeline_process_up",
+            "1 while the pipeline's driver process runs.",
+            if process.up { 1.0 } else { 0.0 },
+        )?;
+    }
+    if let Some(server) = &run.server {
+        if let Some(up) = server.up {
+            gauge(
+                enc,
+                "pulse_server_up",
+                "1 while the inference server's health check passes.",
+                if up { 1.0 } else { 0.0 },
+            )?;
+        }
+        let gauges = [
+            (
+                "pulse_server_running_requests",
+                "Requests the inference server is running, from its own metrics.",
+                server.running_requests,
+            ),
+            (
+                "pulse_server_queued_requests",
+                "Requests waiting in the inference server's queue, from its own metrics.",
+                server.queued_requests,
+            ),
+            (
+                "pulse_server_generation_tokens_per_second",
+                "Tokens the inference server generates per second, from its own metrics.",
+                server.generation_tokens_per_second,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            if let Some(v) = value {
+                gauge(enc, name, help, v)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! The node around the run: the driver process and the inference server, as the probes see
+//! them. Transitions are computed here, purely, so the notices are testable without processes.
+
+use super::Seconds;
+use serde::{Deserialize, Serialize};
+
+/// The pipeline's driver process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessState {
+    pub up: bool,
+    pub pid: Option<u32>,
+    /// When the current state (up with this pid, or down) began.
+    pub since: Option<Seconds>,
+    pub starts: u64,
+    pub exits: u64,
+}
+
+/// What changed between two observations of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessChange {
+    Started(u32),
+    Exited(u32),
+    /// A different process replaced the one we knew between two probes.
+    Replaced {
+        old: u32,
+        new: u32,
+    },
+}
+
+impl ProcessState {
+    /// Takes a new observation: the pid found, if any.
+    pub fn observe(&mut self, pid: Option<u32>, now: Seconds) -> Option<ProcessChange> {
+        let change = match (self.pid, pid) {
+            (None, Some(new)) => Some(ProcessChange::Started(new)),
+            (Some(old), None) => Some(ProcessChange::Exited(old)),
+            (Some(old), Some(new)) if old != new => Some(ProcessChange::Replaced { old, new }),
+            _ => None,
+        };
+        match change {
+            Some(ProcessChange::Started(_)) => self.starts += 1,
+            Some(ProcessChange::Exited(_)) => self.exits += 1,
+            Some(ProcessChange::Replaced { .. }) => {
+                self.exits += 1;
+                self.starts += 1;
+            }
+            None => {}
+        }
+        if change.is_some() || self.since.is_none() {
+            self.since = Some(now);
+        }
+        self.pid = pid;
+        self.up = pid.is_some();
+        change
+    }
+}
+
+/// The inference server, from its health endpoint and its own metrics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerState {
+    /// `None` when no health URL is configured.
+    pub up: Option<bool>,
+    pub running_requests: Option<f64>,
+    pub queued_requests: Option<f64>,
+    pub generation_tokens_per_second: Option<f64>,
+    /// Why the latest probe failed, for the alert email.
+    pub error: Option<String>,
+    pub checked_at: Option<Seconds>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_lifecycle() {
+        let mut p = ProcessState::default();
+        assert_eq!(p.observe(None, 0.0), None);
+        assert!(!p.up);
+        assert_eq!(p.observe(Some(42), 5.0), Some(ProcessChange::Started(42)));
+        assert!(p.up);
+        assert_eq!(p.observe(Some(42), 10.0), None);
+        assert_eq!(p.since, Some(5.0));
+        assert_eq!(
+            p.observe(Some(77), 15.0),
+            Some(ProcessChange::Replaced { old: 42, new: 77 })
+        );
+        assert_eq!(p.observe(None, 20.0), Some(ProcessChange::Exited(77)));
+        assert_eq!((p.starts, p.exits, p.up), (2, 2, false));
+        assert_eq!(p.since, Some(20.0));
+    }
+}

@@ -1,0 +1,141 @@
+//! A small HTTP/1.1 GET for the probes: one request per connection, a deadline over the whole
+//! exchange (connect, headers and body), and a cap on the body. Inference servers answer on
+//! plain HTTP on the node, so there is no TLS here.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::header::{ACCEPT, HOST};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use std::time::Duration;
+
+/// An `http://host[:port]/path` URL, checked once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub host: String,
+    pub port: u16,
+    /// Path and query, starting with `/`.
+    pub path: String,
+    text: String,
+}
+
+impl std::fmt::Display for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Url {
+    pub fn parse(text: &str) -> Result<Url, String> {
+        let uri: hyper::Uri = text
+            .parse()
+            .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => {
+                return Err(format!(
+                "{text:?}: only http:// is supported (the server runs on the node), not {other}://"
+            ))
+            }
+            None => {
+                return Err(format!(
+                    "{text:?} has no scheme; write http://host:port/path"
+                ))
+            }
+        }
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| format!("{text:?} has no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        Ok(Url {
+            host,
+            port: uri.port_u16().unwrap_or(80),
+            path: uri
+                .path_and_query()
+                .map(|p| p.as_str().to_owned())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "/".to_owned()),
+            text: text.to_owned(),
+        })
+    }
+}
+
+/// Ends the connection task when the request is done or abandoned, so a server that hangs
+/// cannot keep a task alive.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// GETs `url`; returns the status and the body (at most `limit` bytes).
+pub async fn get(url: &Url, timeout: Duration, limit: usize) -> Result<(u16, Bytes), String> {
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        let _conn = AbortOnDrop(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let authority = if url.port == 80 {
+            url.host.clone()
+        } else {
+            format!("{}:{}", url.host, url.port)
+        };
+        let request = Request::get(url.path.as_str())
+            .header(HOST, authority)
+            .header(ACCEPT, "text/plain;version=0.0.4, */*;q=0.1")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut buf = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("reading the body failed: {e}"))?;
+            if let Some(data) = frame.data_ref() {
+                if buf.len() + data.len() > limit {
+                    return Err(format!("the response is larger than {limit} bytes"));
+                }
+                buf.extend_from_slice(data);
+            }
+        }
+        Ok((status, Bytes::from(buf)))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| format!("no complete answer within {timeout:?}"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = Url::parse("http://127.0.0.1:30000/metrics").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 30000, "/metrics")
+        );
+        let u = Url::parse("http://localhost/health?x=1").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/health?x=1"));
+        assert_eq!(Url::parse("http://[::1]:8000").unwrap().host, "::1");
+        assert!(Url::parse("https://x/")
+            .unwrap_err()
+            .contains("only http://"));
+        assert!(Url::parse("localhost:8000").is_err());
+        assert!(Url::parse("not a url").is_err());
+    }
+}

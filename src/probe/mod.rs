@@ -1,0 +1,152 @@
+//! The probes: is the driver process alive, is the inference server up, and how busy is it.
+//!
+//! They run as one task on the async runtime, every `probe_interval`, each request bounded by
+//! `probe_timeout`; a scrape only ever reads what the last round stored in the model.
+
+mod exposition;
+pub mod http_get;
+pub mod process;
+
+use crate::clock;
+use crate::model::{ProcessChange, ProcessState, Run, ServerState};
+use http_get::Url;
+use process::ProcessTarget;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// An inference server's exposition is a few hundred KiB at most; more is not one.
+const METRICS_LIMIT: usize = 16 * 1024 * 1024;
+const HEALTH_LIMIT: usize = 64 * 1024;
+
+/// Which metric names mean what, for SGLang and vLLM.
+const RUNNING: [&str; 2] = ["sglang:num_running_reqs", "vllm:num_requests_running"];
+const QUEUED: [&str; 2] = ["sglang:num_queue_reqs", "vllm:num_requests_waiting"];
+const THROUGHPUT: [&str; 1] = ["sglang:gen_throughput"];
+const GENERATED_TOTAL: [&str; 2] = [
+    "vllm:generation_tokens_total",
+    "sglang:generation_tokens_total",
+];
+
+#[derive(Debug, Clone, Default)]
+pub struct ProbeConfig {
+    pub process: Option<ProcessTarget>,
+    pub health_url: Option<Url>,
+    pub metrics_url: Option<Url>,
+    pub timeout: Duration,
+}
+
+impl ProbeConfig {
+    pub fn is_empty(&self) -> bool {
+        self.process.is_none() && self.health_url.is_none() && self.metrics_url.is_none()
+    }
+}
+
+pub struct Probes {
+    config: ProbeConfig,
+    run: Arc<Mutex<Run>>,
+    /// The previous reading of a generated-tokens counter, for a rate.
+    generated: Option<(f64, f64)>,
+}
+
+impl Probes {
+    pub fn new(config: ProbeConfig, run: Arc<Mutex<Run>>) -> Probes {
+        Probes {
+            config,
+            run,
+            generated: None,
+        }
+    }
+
+    /// Probes every `interval`, forever; abort the task to stop it.
+    pub async fn run_every(mut self, interval: Duration) {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.round().await;
+        }
+    }
+
+    /// One round of every configured probe.
+    pub async fn round(&mut self) {
+        if let Some(target) = self.config.process.clone() {
+            let started = Instant::now();
+            let pid = tokio::task::spawn_blocking(move || process::find(&target))
+                .await
+                .unwrap_or(None);
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let state = run.process.get_or_insert_with(ProcessState::default);
+            match state.observe(pid, clock::now()) {
+                Some(ProcessChange::Started(pid)) => {
+                    tracing::info!("pipeline process {pid} is running")
+                }
+                Some(ProcessChange::Exited(pid)) => tracing::warn!("pipeline process {pid} exited"),
+                Some(ProcessChange::Replaced { old, new }) => {
+                    tracing::warn!("pipeline process {old} exited; {new} runs in its place")
+                }
+                None => {}
+            }
+            run.set_collector("process", true, started.elapsed().as_secs_f64());
+        }
+        if self.config.health_url.is_some() || self.config.metrics_url.is_some() {
+            let started = Instant::now();
+            let server = self.server().await;
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some(error), Some(old)) = (&server.error, &run.server) {
+                if old.error.as_ref() != Some(error) {
+                    tracing::warn!("inference server probe: {error}");
+                }
+            }
+            let worked = server.error.is_none();
+            run.server = Some(server);
+            run.set_collector("server", worked, started.elapsed().as_secs_f64());
+        }
+    }
+
+    async fn server(&mut self) -> ServerState {
+        let timeout = self.config.timeout;
+        let mut state = ServerState {
+            checked_at: Some(clock::now()),
+            ..ServerState::default()
+        };
+        let mut errors = Vec::new();
+        if let Some(url) = &self.config.health_url {
+            state.up = Some(match http_get::get(url, timeout, HEALTH_LIMIT).await {
+                Ok((status, _)) if (200..300).contains(&status) => true,
+                Ok((status, _)) => {
+                    errors.push(format!("{url} answered {status}"));
+                    false
+                }
+                Err(e) => {
+                    errors.push(format!("{url}: {e}"));
+                    false
+                }
+            });
+        }
+        if let Some(url) = self.config.metrics_url.clone() {
+            match http_get::get(&url, timeout, METRICS_LIMIT).await {
+                Ok((status, body)) if (200..300).contains(&status) => {
+                    self.read_server_metrics(&String::from_utf8_lossy(&body), &mut state)
+                }
+                Ok((status, _)) => errors.push(format!("{url} answered {status}")),
+                Err(e) => errors.push(format!("{url}: {e}")),
+            }
+        }
+        state.error = (!errors.is_empty()).then(|| errors.join("; "));
+        state
+    }
+
+    fn read_server_metrics(&mut self, text: &str, state: &mut ServerState) {
+        let first = |names: &[&str]| names.iter().find_map(|n| exposition::sum(text, n));
+        state.running_requests = first(&RUNNING);
+        state.queued_requests = first(&QUEUED);
+        state.generation_tokens_per_second = first(&THROUGHPUT).or_else(|| {
+            let total = first(&GENERATED_TOTAL)?;
+            let now = clock::now();
+            let previous = self.generated.replace((now, total));
+            let (then, before) = previous?;
+            // A counter that went down means the server restarted: no rate this time.
+            (now > then && total >= before).then(|| (total - before) / (now - then))
+        });
+    }
+}

@@ -1,0 +1,93 @@
+//! Finding the pipeline's driver process: by a piece of its command line, or by a pid file.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessTarget {
+    /// A substring of `/proc/PID/cmdline` (arguments joined with spaces).
+    Match(String),
+    /// A file holding the pid.
+    PidFile(PathBuf),
+}
+
+/// The pid of the running target, if any. Zombies are not running; the sidecar itself, whose
+/// own command line holds the match text, is never the target.
+pub fn find(target: &ProcessTarget) -> Option<u32> {
+    match target {
+        ProcessTarget::PidFile(path) => {
+            let pid = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+            alive(pid).then_some(pid)
+        }
+        ProcessTarget::Match(needle) => {
+            let me = std::process::id();
+            let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+                .ok()?
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|pid| *pid != me)
+                .collect();
+            // The lowest pid is the one started first: the driver rather than its workers.
+            pids.sort_unstable();
+            pids.into_iter().find(|pid| {
+                cmdline(*pid).is_some_and(|c| c.contains(needle.as_str())) && alive(*pid)
+            })
+        }
+    }
+}
+
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let joined: Vec<u8> = raw
+        .strip_suffix(b"\0")
+        .unwrap_or(&raw)
+        .iter()
+        .map(|&b| if b == 0 { b' ' } else { b })
+        .collect();
+    Some(String::from_utf8_lossy(&joined).into_owned())
+}
+
+/// Running, not a zombie waiting to be reaped.
+fn alive(pid: u32) -> bool {
+    let stat = match std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat"))
+    {
+        Ok(stat) => stat,
+        Err(_) => return false,
+    };
+    // The state follows the command name, which may itself contain spaces and parentheses.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_real_child_and_not_itself() {
+        let marker = format!("pulse-probe-test-{}", std::process::id());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; true", &marker])
+            .spawn()
+            .unwrap();
+        let found = find(&ProcessTarget::Match(marker.clone()));
+        assert_eq!(found, Some(child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(find(&ProcessTarget::Match(marker)), None);
+    }
+
+    #[test]
+    fn pid_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.pid");
+        assert_eq!(find(&ProcessTarget::PidFile(file.clone())), None);
+        std::fs::write(&file, format!("{}\n", std::process::id())).unwrap();
+        assert_eq!(
+            find(&ProcessTarget::PidFile(file.clone())),
+            Some(std::process::id())
+        );
+        std::fs::write(&file, "not a pid").unwrap();
+        assert_eq!(find(&ProcessTarget::PidFile(file)), None);
+    }
+}
