@@ -23,6 +23,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Simulate a pipeline in a folder and watch it with the real sidecar.
     Demo(DemoArgs),
+    /// Send a test email through the configured transport and print the outcome.
+    TestEmail(Box<RunArgs>),
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -91,6 +93,22 @@ pub struct RunArgs {
     /// How long a server probe may take [default: 2s].
     #[arg(long, value_name = "DURATION")]
     pub probe_timeout: Option<String>,
+    /// Where alert emails go: smtp://host:port?tls=none|starttls|tls, or file:///dir for .eml
+    /// files. The SMTP user, password (file or environment variable) and CA are config keys.
+    #[arg(long, value_name = "URL")]
+    pub smtp: Option<String>,
+    /// An alert email recipient (repeatable).
+    #[arg(long = "email-to", value_name = "ADDR")]
+    pub email_to: Vec<String>,
+    /// The sender of alert emails [default: pipeline-pulse@HOSTNAME].
+    #[arg(long, value_name = "ADDR")]
+    pub email_from: Option<String>,
+    /// Alert when an active partition makes no progress for this long [default: 10m].
+    #[arg(long, value_name = "DURATION")]
+    pub stall_after: Option<String>,
+    /// How often the alert rules are evaluated [default: 15s].
+    #[arg(long, value_name = "DURATION")]
+    pub alert_interval: Option<String>,
     /// How often to write the state directory's snapshot [default: 5s].
     #[arg(long, value_name = "DURATION")]
     pub snapshot_interval: Option<String>,

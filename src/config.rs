@@ -4,6 +4,11 @@
 //! are laid over it, and [`RawConfig::validate`] turns it into typed values. Validating after
 //! the merge means an error names the key whichever way the value came in.
 
+use crate::alert::delivery::Target;
+use crate::alert::email::Context;
+use crate::alert::engine::{AlertConfig, Delivery};
+use crate::alert::rules::Rules;
+use crate::alert::AlertName;
 use crate::cli::RunArgs;
 use crate::outputs::record::Pointers;
 use crate::parse::{Format, Parser, RegexFormat, RunInference, Tqdm};
@@ -11,6 +16,7 @@ use crate::probe::http_get::Url;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,6 +111,26 @@ pub struct RawConfig {
     pub server_metrics_url: Option<String>,
     pub probe_interval: Option<String>,
     pub probe_timeout: Option<String>,
+    /// `smtp://host:port?tls=none|starttls|tls` or `file:///dir`.
+    pub smtp: Option<String>,
+    #[serde(default)]
+    pub email_to: Vec<String>,
+    pub email_from: Option<String>,
+    pub smtp_user: Option<String>,
+    pub smtp_password_file: Option<PathBuf>,
+    pub smtp_password_env: Option<String>,
+    pub smtp_ca_file: Option<PathBuf>,
+    pub smtp_timeout: Option<String>,
+    pub alert_interval: Option<String>,
+    pub repeat_interval: Option<String>,
+    /// Shortcut for `[rules.Stalled] threshold`.
+    pub stall_after: Option<String>,
+    pub dashboard_url: Option<String>,
+    pub status_url: Option<String>,
+    /// The host name alert emails give; by default the machine's.
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub rules: BTreeMap<String, RawRule>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
     #[serde(default)]
@@ -112,6 +138,24 @@ pub struct RawConfig {
     /// Globs of input files whose line counts are the planned requests per partition.
     #[serde(default)]
     pub inputs: Vec<String>,
+}
+
+/// `[rules.Stalled]` and the like.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    pub enabled: Option<bool>,
+    /// A number, or for `Stalled` a duration such as "10m".
+    pub threshold: Option<Threshold>,
+    #[serde(rename = "for")]
+    pub for_: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Threshold {
+    Number(f64),
+    Text(String),
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -158,6 +202,9 @@ pub struct Config {
     pub gpu_processes: bool,
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
+    pub alerts: AlertConfig,
+    /// The file and flags as given, for printing the effective configuration.
+    source: RawConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +280,21 @@ impl RawConfig {
         }
         if let Some(timeout) = &args.probe_timeout {
             self.probe_timeout = Some(timeout.clone());
+        }
+        if let Some(smtp) = &args.smtp {
+            self.smtp = Some(smtp.clone());
+        }
+        if !args.email_to.is_empty() {
+            self.email_to = args.email_to.clone();
+        }
+        if let Some(from) = &args.email_from {
+            self.email_from = Some(from.clone());
+        }
+        if let Some(stall) = &args.stall_after {
+            self.stall_after = Some(stall.clone());
+        }
+        if let Some(interval) = &args.alert_interval {
+            self.alert_interval = Some(interval.clone());
         }
         if !args.outputs.is_empty() {
             self.outputs = args
@@ -364,6 +426,7 @@ impl RawConfig {
             }
         }
         let probes = self.probes(probe_timeout)?;
+        let alerts = self.alerts()?;
         Ok(Config {
             listen,
             state_dir: self.state_dir.clone(),
@@ -380,6 +443,156 @@ impl RawConfig {
             gpu_processes: self.gpu_processes.unwrap_or(false),
             probes,
             probe_interval,
+            alerts,
+            source: self.clone(),
+        })
+    }
+
+    fn alerts(&self) -> Result<AlertConfig, ConfigError> {
+        let interval = duration("alert_interval", self.alert_interval.as_deref(), "15s")?;
+        if interval < Duration::from_millis(50) {
+            return Err(ConfigError::invalid(
+                "alert_interval",
+                "must be at least 50ms",
+            ));
+        }
+        let repeat = duration("repeat_interval", self.repeat_interval.as_deref(), "1h")?;
+        let mut rules = Rules::default();
+        for (name, raw) in &self.rules {
+            let key = |k: &str| format!("rules.{name}.{k}");
+            let alert = AlertName::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = AlertName::ALL.iter().map(|a| a.as_str()).collect();
+                ConfigError::invalid(
+                    format!("rules.{name}"),
+                    format!("unknown rule; the rules are {}", known.join(", ")),
+                )
+            })?;
+            let rule = rules.0.get_mut(&alert).expect("every rule has a default");
+            if let Some(enabled) = raw.enabled {
+                rule.enabled = enabled;
+            }
+            if let Some(threshold) = &raw.threshold {
+                rule.threshold = threshold_value(alert, threshold)
+                    .map_err(|e| ConfigError::invalid(key("threshold"), e))?;
+            }
+            if let Some(text) = &raw.for_ {
+                rule.for_seconds = duration(&key("for"), Some(text), "0s")?.as_secs_f64();
+            }
+        }
+        if let Some(stall) = &self.stall_after {
+            let rule = rules.0.get_mut(&AlertName::Stalled).expect("default");
+            rule.threshold = duration("stall_after", Some(stall), "10m")?.as_secs_f64();
+        }
+        let host = self.hostname.clone().unwrap_or_else(hostname);
+        let delivery = match &self.smtp {
+            None => {
+                if !self.email_to.is_empty() {
+                    return Err(ConfigError::invalid("smtp", "is required when email_to is set (smtp://host:port?tls=starttls, or file:///dir)"));
+                }
+                None
+            }
+            Some(url) => Some(self.delivery(url, &host)?),
+        };
+        Ok(AlertConfig {
+            rules,
+            interval,
+            repeat,
+            delivery,
+            context: Context {
+                host,
+                dashboard_url: self.dashboard_url.clone(),
+                status_url: self.status_url.clone(),
+            },
+        })
+    }
+
+    fn delivery(&self, url: &str, host: &str) -> Result<Delivery, ConfigError> {
+        let mut target = Target::parse(url).map_err(|e| ConfigError::invalid("smtp", e))?;
+        if self.email_to.is_empty() {
+            return Err(ConfigError::invalid(
+                "email_to",
+                "needs at least one address when smtp is set",
+            ));
+        }
+        for (i, to) in self.email_to.iter().enumerate() {
+            to.parse::<lettre::message::Mailbox>().map_err(|e| {
+                ConfigError::invalid(
+                    format!("email_to[{i}]"),
+                    format!("{to:?} is not an email address: {e}"),
+                )
+            })?;
+        }
+        let from = self
+            .email_from
+            .clone()
+            .unwrap_or_else(|| format!("pipeline-pulse@{host}"));
+        from.parse::<lettre::message::Mailbox>().map_err(|e| {
+            ConfigError::invalid(
+                "email_from",
+                format!("{from:?} is not an email address: {e}"),
+            )
+        })?;
+        if let Target::Smtp {
+            user,
+            password,
+            ca_pem,
+            ..
+        } = &mut target
+        {
+            *user = self.smtp_user.clone();
+            *password = match (&self.smtp_password_file, &self.smtp_password_env) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError::invalid(
+                        "smtp_password_env",
+                        "give smtp_password_file or smtp_password_env, not both",
+                    ))
+                }
+                (Some(file), None) => Some(
+                    std::fs::read_to_string(file)
+                        .map_err(|e| {
+                            ConfigError::invalid(
+                                "smtp_password_file",
+                                format!("cannot read {}: {e}", file.display()),
+                            )
+                        })?
+                        .trim_end_matches(['\n', '\r'])
+                        .to_owned(),
+                ),
+                (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+                    ConfigError::invalid(
+                        "smtp_password_env",
+                        format!("the environment variable {var} is not set"),
+                    )
+                })?),
+                (None, None) => None,
+            };
+            if password.is_some() && user.is_none() {
+                return Err(ConfigError::invalid(
+                    "smtp_user",
+                    "is required with a password",
+                ));
+            }
+            if let Some(file) = &self.smtp_ca_file {
+                let pem = std::fs::read(file).map_err(|e| {
+                    ConfigError::invalid(
+                        "smtp_ca_file",
+                        format!("cannot read {}: {e}", file.display()),
+                    )
+                })?;
+                lettre::transport::smtp::client::Certificate::from_pem(&pem).map_err(|e| {
+                    ConfigError::invalid(
+                        "smtp_ca_file",
+                        format!("{} is not a PEM certificate: {e}", file.display()),
+                    )
+                })?;
+                *ca_pem = Some(pem);
+            }
+        }
+        Ok(Delivery {
+            target,
+            from,
+            to: self.email_to.clone(),
+            timeout: duration("smtp_timeout", self.smtp_timeout.as_deref(), "30s")?,
         })
     }
 
@@ -478,6 +691,30 @@ impl RawOutputs {
     }
 }
 
+/// A rule's threshold: a duration for `Stalled` (seconds if a bare number), a number otherwise.
+fn threshold_value(alert: AlertName, t: &Threshold) -> Result<f64, String> {
+    match (alert, t) {
+        (AlertName::Stalled, Threshold::Text(text)) => humantime::parse_duration(text)
+            .map(|d| d.as_secs_f64())
+            .map_err(|e| format!("{text:?} is not a duration ({e})")),
+        (_, Threshold::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(*n),
+        (_, Threshold::Number(n)) => Err(format!("{n} is not a threshold")),
+        (_, Threshold::Text(text)) => Err(format!("{text:?}: this rule's threshold is a number")),
+    }
+}
+
+/// The machine's host name, for email subjects and the default sender.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_owned(),
+        _ => "localhost".to_owned(),
+    }
+}
+
 fn check_glob(key: &str, glob: &str) -> Result<(), ConfigError> {
     if glob.is_empty() {
         return Err(ConfigError::invalid(key, "must not be empty"));
@@ -507,52 +744,68 @@ impl LogConfig {
 impl Config {
     /// The effective configuration as TOML, every default spelled out.
     pub fn to_toml(&self) -> String {
-        let raw = RawConfig {
-            listen: Some(self.listen.to_string()),
-            state_dir: self.state_dir.clone(),
-            poll_interval: Some(humantime::format_duration(self.poll_interval).to_string()),
-            max_line_bytes: Some(self.max_line_bytes),
-            header_read_timeout: Some(
-                humantime::format_duration(self.header_read_timeout).to_string(),
-            ),
-            snapshot_interval: Some(humantime::format_duration(self.snapshot_interval).to_string()),
-            max_record_bytes: Some(self.max_record_bytes),
-            outputs: self
-                .outputs
-                .iter()
-                .map(|o| RawOutputs {
-                    glob: o.glob.clone(),
-                    partition: o.partition.clone(),
-                    inspect: Some(o.inspect),
-                    pointers: Some(o.pointers.clone()),
-                })
-                .collect(),
-            inputs: self.inputs.clone(),
-            gpu: Some(self.gpu),
-            gpu_interval: Some(humantime::format_duration(self.gpu_interval).to_string()),
-            gpu_processes: Some(self.gpu_processes),
-            process_match: match &self.probes.process {
-                Some(ProcessTarget::Match(text)) => Some(text.clone()),
-                _ => None,
-            },
-            pid_file: match &self.probes.process {
-                Some(ProcessTarget::PidFile(file)) => Some(file.clone()),
-                _ => None,
-            },
-            server_health_url: self.probes.health_url.as_ref().map(ToString::to_string),
-            server_metrics_url: self.probes.metrics_url.as_ref().map(ToString::to_string),
-            probe_interval: Some(humantime::format_duration(self.probe_interval).to_string()),
-            probe_timeout: Some(humantime::format_duration(self.probes.timeout).to_string()),
-            logs: self
-                .logs
-                .iter()
-                .map(|l| RawLog {
-                    path: l.path.clone(),
-                    format: l.format,
-                    regex: l.regex.clone(),
-                })
-                .collect(),
-        };
+        let d = |d: Duration| Some(humantime::format_duration(d).to_string());
+        let mut raw = self.source.clone();
+        raw.listen = Some(self.listen.to_string());
+        raw.poll_interval = d(self.poll_interval);
+        raw.max_line_bytes = Some(self.max_line_bytes);
+        raw.header_read_timeout = d(self.header_read_timeout);
+        raw.snapshot_interval = d(self.snapshot_interval);
+        raw.max_record_bytes = Some(self.max_record_bytes);
+        raw.outputs = self
+            .outputs
+            .iter()
+            .map(|o| RawOutputs {
+                glob: o.glob.clone(),
+                partition: o.partition.clone(),
+                inspect: Some(o.inspect),
+                pointers: Some(o.pointers.clone()),
+            })
+            .collect();
+        raw.logs = self
+            .logs
+            .iter()
+            .map(|l| RawLog {
+                path: l.path.clone(),
+                format: l.format,
+                regex: l.regex.clone(),
+            })
+            .collect();
+        raw.gpu = Some(self.gpu);
+        raw.gpu_interval = d(self.gpu_interval);
+        raw.gpu_processes = Some(self.gpu_processes);
+        raw.probe_interval = d(self.probe_interval);
+        raw.probe_timeout = d(self.probes.timeout);
+        raw.alert_interval = d(self.alerts.interval);
+        raw.repeat_interval = d(self.alerts.repeat);
+        raw.hostname = Some(self.alerts.context.host.clone());
+        if let Some(delivery) = &self.alerts.delivery {
+            raw.email_from = Some(delivery.from.clone());
+            raw.smtp_timeout = d(delivery.timeout);
+        }
+        // Every rule, with its effective settings; stall_after is folded into Stalled.
+        raw.stall_after = None;
+        raw.rules = self
+            .alerts
+            .rules
+            .0
+            .iter()
+            .map(|(alert, rule)| {
+                let threshold = match alert {
+                    AlertName::Stalled => Threshold::Text(
+                        humantime::format_duration(Duration::from_secs_f64(rule.threshold))
+                            .to_string(),
+                    ),
+                    _ => Threshold::Number(rule.threshold),
+                };
+                let raw_rule = RawRule {
+                    enabled: Some(rule.enabled),
+                    threshold: Some(threshold),
+                    for_: d(Duration::from_secs_f64(rule.for_seconds)),
+                };
+                (alert.to_string(), raw_rule)
+            })
+            .collect();
         toml::to_string(&raw).expect("a RawConfig always serializes")
     }
 }

@@ -4,6 +4,7 @@
 //! outputs ([`metrics`] over [`http`]). The model and the parsers are pure; I/O lives at the
 //! edges. `main.rs` only parses the command line and calls [`sidecar`] or [`demo`].
 
+pub mod alert;
 pub mod cli;
 pub mod clock;
 pub mod config;

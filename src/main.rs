@@ -1,5 +1,6 @@
 use anyhow::Context;
 use clap::Parser as _;
+use pipeline_pulse::alert::engine::send_test;
 use pipeline_pulse::cli::{Cli, Command, DemoArgs, RunArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
 use pipeline_pulse::{demo, sidecar};
@@ -32,6 +33,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Demo(args) => run_demo(args),
+        Command::TestEmail(args) => match load(&args) {
+            Ok(config) => test_email(&config),
+            Err(e) => return config_error(&e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -71,6 +76,24 @@ fn run(config: Config, once: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     runtime()?.block_on(sidecar::serve(config, |_| {}, sidecar::shutdown_signal()))
+}
+
+fn test_email(config: &Config) -> anyhow::Result<()> {
+    let Some(delivery) = &config.alerts.delivery else {
+        anyhow::bail!(
+            "no email transport is configured: set smtp and email_to (or --smtp and --email-to)"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(send_test(delivery, &config.alerts.context)) {
+        Ok(()) => {
+            println!("sent a test email to {}", delivery.to.join(", "));
+            Ok(())
+        }
+        Err(e) => anyhow::bail!("the test email was not sent: {e}"),
+    }
 }
 
 fn run_demo(args: DemoArgs) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! Wires the sources to the model to the outputs for `run` (and for `demo`, which runs the
 //! same sidecar on a simulated pipeline).
 
+use crate::alert::engine::Engine;
 use crate::config::{Config, GpuMode};
 use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
@@ -20,9 +21,9 @@ use std::time::Duration;
 
 /// The model and the sources that feed it. The log source restores the model from its
 /// snapshot first; the output source then adds its own part.
-fn model_and_sources(
-    config: &Config,
-) -> anyhow::Result<(Arc<Mutex<Run>>, LogSource, OutputSource)> {
+type Sources = (Arc<Mutex<Run>>, LogSource, OutputSource, Option<StateDir>);
+
+fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
     let state = match &config.state_dir {
         Some(dir) => Some(
             StateDir::open(dir)
@@ -42,9 +43,9 @@ fn model_and_sources(
         &config.inputs,
         config.max_record_bytes,
         run.clone(),
-        state,
+        state.clone(),
     );
-    Ok((run, logs, outputs))
+    Ok((run, logs, outputs, state))
 }
 
 /// The GPU reader the configuration asks for; `None` when GPUs are off or, in `auto`, when
@@ -80,7 +81,7 @@ fn gpu_reader(
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
-    let (run, mut logs, mut outputs) = model_and_sources(config)?;
+    let (run, mut logs, mut outputs, _) = model_and_sources(config)?;
     logs.poll();
     outputs.poll();
     logs.save_snapshot();
@@ -137,7 +138,7 @@ pub async fn serve(
             )
         })?;
     let addr = listener.local_addr()?;
-    let (run, logs, outputs) = model_and_sources(&config)?;
+    let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     let gpus = gpu_reader(&config, &run)?;
     let catching_up = Arc::new(AtomicUsize::new(2 + usize::from(gpus.is_some())));
     let state = Arc::new(HttpState {
@@ -171,6 +172,9 @@ pub async fn serve(
             catching_up,
         )?);
     }
+    let alerts = tokio::spawn(
+        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref()).run_every(),
+    );
     let probes = (!config.probes.is_empty()).then(|| {
         tokio::spawn(
             Probes::new(config.probes.clone(), run.clone()).run_every(config.probe_interval),
@@ -184,6 +188,7 @@ pub async fn serve(
     on_listening(addr);
     http::serve(listener, state, shutdown).await;
     tracing::info!("shutting down");
+    alerts.abort();
     if let Some(probes) = probes {
         probes.abort();
     }

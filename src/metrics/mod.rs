@@ -3,6 +3,7 @@
 //! A custom `Collector` rather than registered metric objects: the model is the one source of
 //! truth, and a scrape reads it under a short lock. No file or NVML call happens here.
 
+mod alerts;
 mod node;
 mod partitions;
 mod sources;
@@ -78,6 +79,7 @@ impl Collector for RunCollector {
             let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
             partitions::encode(&run, now, &mut enc)?;
             node::encode(&run, &mut enc)?;
+            alerts::encode(&run, &mut enc)?;
             sources::encode(&run, &mut enc)?;
         }
         let version = env!("CARGO_PKG_VERSION");

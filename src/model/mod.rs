@@ -11,7 +11,9 @@ mod recent;
 mod window;
 
 pub use node::{ProcessChange, ProcessState, ServerState};
-pub use outputs::{InputFile, OutputFile, OutputStats, PartitionView, RunTotals};
+pub use outputs::{
+    InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals, MISMATCH_MIN_GAP,
+};
 pub use partition::Partition;
 pub use recent::RecentLines;
 pub use window::Window;
@@ -61,6 +63,20 @@ pub struct Run {
     /// The inference server, when a probe for it is configured.
     #[serde(skip)]
     pub server: Option<ServerState>,
+    /// Alert instances pending or firing, as the alert engine last saw them.
+    #[serde(skip)]
+    pub alerts: Vec<AlertState>,
+    /// Notification outcomes by (alert, result).
+    #[serde(skip)]
+    pub notifications: BTreeMap<(String, String), u64>,
+}
+
+/// One alert instance, for `pulse_alert_firing`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertState {
+    pub alert: String,
+    pub partition: Option<String>,
+    pub firing: bool,
 }
 
 /// Per-log counters, exported with a `path` label.

@@ -7,6 +7,9 @@ use crate::outputs::record::Facts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// A gap between log and outputs up to this many requests is normal (writes lag the log).
+pub const MISMATCH_MIN_GAP: f64 = 50.0;
+
 /// Distinct finish reasons kept per file; the rest are counted as `other`, so a pipeline that
 /// writes free text there cannot explode the label set.
 pub const MAX_REASONS: usize = 16;
@@ -23,6 +26,44 @@ pub struct OutputStats {
     /// Records longer than the cap: counted as records, not inspected.
     pub oversized: u64,
     pub finish_reasons: BTreeMap<String, u64>,
+    /// The last records' error and empty flags, for rates over recent records.
+    #[serde(default)]
+    pub recent: RecentRecords,
+}
+
+/// Records counted for the rates over recent records.
+pub const RECENT_RECORDS: usize = 200;
+
+/// Flags of the last [`RECENT_RECORDS`] records: bit 0 error, bit 1 empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentRecords {
+    flags: std::collections::VecDeque<u8>,
+}
+
+impl RecentRecords {
+    fn push(&mut self, error: bool, empty: bool) {
+        if self.flags.len() == RECENT_RECORDS {
+            self.flags.pop_front();
+        }
+        self.flags
+            .push_back(u8::from(error) | (u8::from(empty) << 1));
+    }
+
+    /// (records, errors, empty) among the recent records.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let errors = self.flags.iter().filter(|f| *f & 1 != 0).count() as u64;
+        let empty = self.flags.iter().filter(|f| *f & 2 != 0).count() as u64;
+        (self.flags.len() as u64, errors, empty)
+    }
+
+    fn merge(&mut self, other: &RecentRecords) {
+        for f in &other.flags {
+            if self.flags.len() == RECENT_RECORDS {
+                self.flags.pop_front();
+            }
+            self.flags.push_back(*f);
+        }
+    }
 }
 
 impl OutputStats {
@@ -34,6 +75,7 @@ impl OutputStats {
         self.empty += u64::from(facts.empty);
         self.errors += u64::from(facts.error);
         self.tokens += facts.tokens.unwrap_or(0);
+        self.recent.push(facts.error, facts.empty);
         if let Some(reason) = &facts.finish_reason {
             let known = self.finish_reasons.contains_key(reason);
             let key = if known || self.finish_reasons.len() < MAX_REASONS {
@@ -61,6 +103,7 @@ impl OutputStats {
         for (reason, n) in &other.finish_reasons {
             *self.finish_reasons.entry(reason.clone()).or_default() += n;
         }
+        self.recent.merge(&other.recent);
     }
 }
 
@@ -125,10 +168,15 @@ impl PartitionView<'_> {
     /// Whether log and outputs disagree by more than max(50, 2% of planned): the flag the
     /// `LogOutputMismatch` rule watches.
     pub fn log_output_mismatch(&self) -> bool {
+        self.log_output_mismatch_over(MISMATCH_MIN_GAP, 0.02)
+    }
+
+    /// Whether the gap exceeds max(`min_gap`, `ratio` × planned).
+    pub fn log_output_mismatch_over(&self, min_gap: f64, ratio: f64) -> bool {
         let Some(gap) = self.log_output_gap() else {
             return false;
         };
-        let allowed = (self.planned().unwrap_or(0) as f64 * 0.02).max(50.0);
+        let allowed = (self.planned().unwrap_or(0) as f64 * ratio).max(min_gap);
         gap.unsigned_abs() as f64 > allowed
     }
 }

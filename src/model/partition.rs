@@ -2,6 +2,17 @@
 //! restarts we derive from how those counts move.
 
 use super::window::Window;
+use std::collections::VecDeque;
+
+/// Reports kept for the stall rhythm and the recent error rate.
+const HISTORY: usize = 64;
+
+fn keep<T>(queue: &mut VecDeque<T>, value: T, cap: usize) {
+    if queue.len() == cap {
+        queue.pop_front();
+    }
+    queue.push_back(value);
+}
 use super::Seconds;
 use crate::parse::Progress;
 use serde::{Deserialize, Serialize};
@@ -28,6 +39,13 @@ pub struct Partition {
     completed_window: Window,
     /// Cumulative completion tokens implied by the log (completed × average), when known.
     tokens_window: Window,
+    /// Seconds between recent increases of `completed`, for a stall threshold that fits the
+    /// pipeline's own reporting rhythm.
+    #[serde(default)]
+    gaps: VecDeque<f64>,
+    /// Recent (completed, errors) reports, for the error rate over the last requests.
+    #[serde(default)]
+    error_points: VecDeque<(u64, u64)>,
     /// Set by a repeated header: the next count starts afresh and is not a second restart.
     restarted: bool,
     announced: bool,
@@ -84,6 +102,8 @@ impl Partition {
             self.clear_windows();
         } else if completed == self.completed && !first {
             return;
+        } else if let Some(last) = self.last_progress_at {
+            keep(&mut self.gaps, (now - last).max(0.0), HISTORY);
         }
         self.last_progress_at = Some(now);
         self.completed = completed;
@@ -91,6 +111,9 @@ impl Partition {
     }
 
     fn push(&mut self, now: Seconds) {
+        if let Some(errors) = self.errors {
+            keep(&mut self.error_points, (self.completed, errors), HISTORY);
+        }
         self.completed_window.push(now, self.completed as f64);
         if let Some(avg) = self.avg_completion_tokens {
             self.tokens_window.push(now, avg * self.completed as f64);
@@ -100,6 +123,31 @@ impl Partition {
     fn clear_windows(&mut self) {
         self.completed_window.clear();
         self.tokens_window.clear();
+        self.error_points.clear();
+    }
+
+    /// The median time between progress reports, once there are a few.
+    pub fn median_progress_gap(&self) -> Option<f64> {
+        if self.gaps.len() < 3 {
+            return None;
+        }
+        let mut gaps: Vec<f64> = self.gaps.iter().copied().collect();
+        gaps.sort_by(f64::total_cmp);
+        Some(gaps[gaps.len() / 2])
+    }
+
+    /// Errors per request over about the last `requests` requests (fewer early in a
+    /// partition), from the pipeline's own counts.
+    pub fn recent_error_rate(&self, requests: u64) -> Option<f64> {
+        let (completed, errors) = *self.error_points.back()?;
+        let base = self
+            .error_points
+            .iter()
+            .rev()
+            .find(|(c, _)| completed.saturating_sub(*c) >= requests)
+            .or(self.error_points.front())?;
+        let done = completed.saturating_sub(base.0);
+        (done > 0).then(|| errors.saturating_sub(base.1) as f64 / done as f64)
     }
 
     /// completed / planned, when planned is known and non-zero.

@@ -1,0 +1,262 @@
+//! The alert loop: every `alert_interval`, evaluate the rules on the model, step the
+//! lifecycle, render what it says into one email, queue it, and deliver what is due.
+//!
+//! The lifecycle, the rule history and the outbox are saved atomically to the state directory
+//! (`alerts.json`) after every change and before any send: a restart resumes them, so a
+//! notification is neither lost nor sent twice. (A crash between an SMTP server's "250 OK" and
+//! the save that follows it would send that one message again: SMTP has no way to ask.)
+
+use super::delivery::{self, Outcome, Outgoing, Target, Transport};
+use super::email::{self, Context};
+use super::lifecycle::Lifecycle;
+use super::rules::{self, History, Rules};
+use crate::clock;
+use crate::model::{AlertState, Run};
+use crate::state::{write_atomic, StateDir};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SAVED: &str = "alerts.json";
+
+/// Where emails go: a transport target and the addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub target: Target,
+    pub from: String,
+    pub to: Vec<String>,
+    /// The most one send may take, connect to final reply.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct AlertConfig {
+    pub rules: Rules,
+    pub interval: Duration,
+    pub repeat: Duration,
+    /// `None`: notifications are only logged.
+    pub delivery: Option<Delivery>,
+    pub context: Context,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Saved {
+    lifecycle: Lifecycle,
+    history: History,
+    outbox: Vec<Outgoing>,
+    next_id: u64,
+}
+
+pub struct Engine {
+    config: AlertConfig,
+    run: Arc<Mutex<Run>>,
+    path: Option<PathBuf>,
+    saved: Saved,
+    transport: Option<Transport>,
+}
+
+impl Engine {
+    /// Resumes the saved alert state, if a state directory holds one.
+    pub fn new(config: AlertConfig, run: Arc<Mutex<Run>>, state: Option<&StateDir>) -> Engine {
+        let path = state.map(|s| s.path(SAVED));
+        let saved = path.as_deref().map(load).unwrap_or_default();
+        if !saved.outbox.is_empty() {
+            tracing::info!(
+                "{} undelivered notification(s) from before the restart",
+                saved.outbox.len()
+            );
+        }
+        Engine {
+            config,
+            run,
+            path,
+            saved,
+            transport: None,
+        }
+    }
+
+    /// Evaluates and delivers every interval, forever; abort the task to stop it.
+    pub async fn run_every(mut self) {
+        if let Some(delivery) = &self.config.delivery {
+            match Transport::build(&delivery.target, delivery.timeout) {
+                Ok(t) => self.transport = Some(t),
+                Err(e) => tracing::error!("alert emails cannot be sent: {e}"),
+            }
+        }
+        let mut ticks = tokio::time::interval(self.config.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.evaluate(clock::now());
+            self.deliver().await;
+        }
+    }
+
+    fn evaluate(&mut self, now: f64) {
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        self.saved.history.record(&run, now);
+        let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
+        let notifications = self.saved.lifecycle.step(
+            conditions,
+            &self.config.rules,
+            self.config.repeat.as_secs_f64(),
+            now,
+        );
+        run.alerts = self
+            .saved
+            .lifecycle
+            .statuses()
+            .into_iter()
+            .map(|s| AlertState {
+                alert: s.alert.to_string(),
+                partition: s.partition,
+                firing: s.firing,
+            })
+            .collect();
+        if notifications.is_empty() {
+            drop(run);
+            self.save();
+            return;
+        }
+        let email = email::render(&notifications, &run, &self.config.context, now);
+        let alerts: Vec<String> = notifications
+            .iter()
+            .map(|n| n.condition.alert.to_string())
+            .collect();
+        tracing::warn!("{}", email.subject);
+        let Some(delivery) = &self.config.delivery else {
+            for alert in &alerts {
+                count(&mut run, alert, "not_configured");
+            }
+            drop(run);
+            self.save();
+            return;
+        };
+        drop(run);
+        self.saved.next_id += 1;
+        let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
+        match delivery::compose(
+            &email,
+            &delivery.from,
+            &delivery.to,
+            alerts,
+            id,
+            &self.config.context.host,
+        ) {
+            Ok(message) => self.saved.outbox.push(message),
+            Err(e) => tracing::error!("cannot compose the alert email: {e}"),
+        }
+        // Saved before any attempt: from here on a restart sends it, and only once.
+        self.save();
+    }
+
+    async fn deliver(&mut self) {
+        let (Some(transport), Some(delivery)) = (&self.transport, &self.config.delivery) else {
+            return;
+        };
+        let now = clock::now();
+        let mut i = 0;
+        while i < self.saved.outbox.len() {
+            if self.saved.outbox[i].next_attempt_at > now {
+                i += 1;
+                continue;
+            }
+            let outcome =
+                delivery::deliver(transport, &self.saved.outbox[i], delivery.timeout).await;
+            let message = &mut self.saved.outbox[i];
+            let result = match &outcome {
+                Outcome::Sent => {
+                    tracing::info!("sent \"{}\" to {}", message.subject, message.to.join(", "));
+                    "sent"
+                }
+                Outcome::Retry(e) => {
+                    message.attempts += 1;
+                    let wait = delivery::backoff(message.attempts);
+                    message.next_attempt_at = now + wait;
+                    tracing::warn!(
+                        "sending \"{}\" failed (attempt {}): {e}; trying again in {wait:.0}s",
+                        message.subject,
+                        message.attempts
+                    );
+                    "failed"
+                }
+                Outcome::Rejected(e) => {
+                    tracing::error!(
+                        "the SMTP server rejected \"{}\" for good, dropping it: {e}",
+                        message.subject
+                    );
+                    "rejected"
+                }
+            };
+            {
+                let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                for alert in &message.alerts {
+                    count(&mut run, alert, result);
+                }
+            }
+            if matches!(outcome, Outcome::Retry(_)) {
+                i += 1;
+            } else {
+                self.saved.outbox.remove(i);
+            }
+            self.save();
+        }
+    }
+
+    fn save(&self) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let result = serde_json::to_vec(&self.saved)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomic(path, &bytes));
+        if let Err(e) = result {
+            tracing::warn!("cannot save the alert state {}: {e}", path.display());
+        }
+    }
+}
+
+fn count(run: &mut Run, alert: &str, result: &str) {
+    *run.notifications
+        .entry((alert.to_owned(), result.to_owned()))
+        .or_default() += 1;
+}
+
+fn load(path: &std::path::Path) -> Saved {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!("ignoring the corrupt alert state {}: {e}", path.display());
+            Saved::default()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Saved::default(),
+        Err(e) => {
+            tracing::warn!("ignoring the alert state {}: {e}", path.display());
+            Saved::default()
+        }
+    }
+}
+
+/// `test-email`: one message through the configured transport, now, without the outbox.
+pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), String> {
+    let transport = Transport::build(&delivery.target, delivery.timeout)?;
+    let now = clock::now();
+    let email = email::Email {
+        subject: format!("[pulse] test email from {}", context.host),
+        text: format!("This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.\n", context.host),
+        html: format!("<p>This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.</p>", context.host),
+    };
+    let id = format!("pulse-test-{}", (now * 1000.0) as u64);
+    let message = delivery::compose(
+        &email,
+        &delivery.from,
+        &delivery.to,
+        vec![],
+        id,
+        &context.host,
+    )?;
+    match delivery::deliver(&transport, &message, delivery.timeout).await {
+        Outcome::Sent => Ok(()),
+        Outcome::Retry(e) | Outcome::Rejected(e) => Err(e),
+    }
+}

@@ -1,0 +1,359 @@
+//! Conditions over time → notifications, as Alertmanager does it: pending until the rule's
+//! `for` has passed, then firing (one email), reminders while firing, one resolved email that
+//! says how long it lasted. `ProcessExited` and `ServerDown` inhibit `Stalled` and `GpusIdle`.
+//! Notices are sent once. Pure: the caller passes the conditions and `now`, and persists
+//! the whole state (it is serializable) so a restart neither repeats nor forgets.
+
+use super::rules::Rules;
+use super::{AlertName, Condition};
+use crate::model::Seconds;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    alerts: BTreeMap<String, Tracked>,
+    notices_sent: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Tracked {
+    condition: Condition,
+    /// When the condition was first seen to hold (without interruption).
+    since: Seconds,
+    firing_since: Option<Seconds>,
+    last_notified: Option<Seconds>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    Firing,
+    Reminder,
+    Resolved { lasted: f64 },
+    Notice,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Firing => "FIRING",
+            Kind::Reminder => "STILL FIRING",
+            Kind::Resolved { .. } => "RESOLVED",
+            Kind::Notice => "NOTICE",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    pub kind: Kind,
+    pub condition: Condition,
+    /// When the alert began firing (or the condition began, for notices).
+    pub since: Seconds,
+}
+
+/// The state of one alert instance, for `pulse_alert_firing`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertStatus {
+    pub alert: AlertName,
+    pub partition: Option<String>,
+    pub firing: bool,
+}
+
+impl Lifecycle {
+    /// Takes this evaluation's conditions; returns what to notify, all of which belong in one
+    /// email. `repeat` is the reminder interval in seconds.
+    pub fn step(
+        &mut self,
+        conditions: Vec<Condition>,
+        rules: &Rules,
+        repeat: f64,
+        now: Seconds,
+    ) -> Vec<Notification> {
+        let mut seen = BTreeSet::new();
+        for condition in conditions {
+            let key = condition.key();
+            if condition.alert.is_notice() && self.notices_sent.contains(&key) {
+                continue;
+            }
+            let for_seconds = rules.get(condition.alert).for_seconds;
+            let tracked = self.alerts.entry(key.clone()).or_insert(Tracked {
+                condition: condition.clone(),
+                since: now,
+                firing_since: None,
+                last_notified: None,
+            });
+            tracked.condition = condition;
+            if tracked.firing_since.is_none() && now - tracked.since >= for_seconds {
+                tracked.firing_since = Some(now);
+            }
+            seen.insert(key);
+        }
+
+        let mut out = Vec::new();
+        // Gone: resolved if anyone was told it fired; otherwise forgotten quietly.
+        let gone: Vec<String> = self
+            .alerts
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let t = self.alerts.remove(&key).expect("listed above");
+            if let (Some(firing_since), Some(_)) = (t.firing_since, t.last_notified) {
+                out.push(Notification {
+                    kind: Kind::Resolved {
+                        lasted: now - firing_since,
+                    },
+                    condition: t.condition,
+                    since: firing_since,
+                });
+            }
+        }
+
+        let inhibitors: Vec<AlertName> = self
+            .alerts
+            .values()
+            .filter(|t| t.firing_since.is_some())
+            .map(|t| t.condition.alert)
+            .collect();
+        let mut notices = Vec::new();
+        for (key, t) in &mut self.alerts {
+            let Some(firing_since) = t.firing_since else {
+                continue;
+            };
+            let alert = t.condition.alert;
+            if alert.is_notice() {
+                notices.push(key.clone());
+                out.push(Notification {
+                    kind: Kind::Notice,
+                    condition: t.condition.clone(),
+                    since: t.since,
+                });
+                continue;
+            }
+            if inhibitors.iter().any(|i| i.inhibits(alert)) {
+                continue;
+            }
+            let kind = match t.last_notified {
+                None => Kind::Firing,
+                Some(last) if now - last >= repeat => Kind::Reminder,
+                Some(_) => continue,
+            };
+            t.last_notified = Some(now);
+            out.push(Notification {
+                kind,
+                condition: t.condition.clone(),
+                since: firing_since,
+            });
+        }
+        for key in notices {
+            self.alerts.remove(&key);
+            self.notices_sent.insert(key);
+        }
+        out.sort_by_key(|n| match n.kind {
+            Kind::Firing => 0,
+            Kind::Reminder => 1,
+            Kind::Resolved { .. } => 2,
+            Kind::Notice => 3,
+        });
+        out
+    }
+
+    /// Every alert instance being tracked, pending or firing.
+    pub fn statuses(&self) -> Vec<AlertStatus> {
+        self.alerts
+            .values()
+            .filter(|t| !t.condition.alert.is_notice())
+            .map(|t| AlertStatus {
+                alert: t.condition.alert,
+                partition: t.condition.partition.clone(),
+                firing: t.firing_since.is_some(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(alert: AlertName, partition: Option<&str>) -> Condition {
+        Condition {
+            alert,
+            partition: partition.map(str::to_owned),
+            summary: format!("{alert} holds"),
+            details: String::new(),
+        }
+    }
+
+    fn kinds(n: &[Notification]) -> Vec<(Kind, AlertName)> {
+        n.iter().map(|n| (n.kind, n.condition.alert)).collect()
+    }
+
+    const HOUR: f64 = 3600.0;
+
+    #[test]
+    fn pending_firing_reminder_resolved() {
+        let rules = Rules::default(); // ServerDown: for 2m
+        let mut l = Lifecycle::default();
+        let down = || vec![cond(AlertName::ServerDown, None)];
+        assert!(l.step(down(), &rules, HOUR, 0.0).is_empty(), "pending");
+        assert!(!l.statuses()[0].firing);
+        assert!(l.step(down(), &rules, HOUR, 119.0).is_empty());
+        assert_eq!(
+            kinds(&l.step(down(), &rules, HOUR, 120.0)),
+            [(Kind::Firing, AlertName::ServerDown)]
+        );
+        assert!(l.statuses()[0].firing);
+        assert!(l.step(down(), &rules, HOUR, 130.0).is_empty(), "told once");
+        assert_eq!(
+            kinds(&l.step(down(), &rules, HOUR, 120.0 + HOUR)),
+            [(Kind::Reminder, AlertName::ServerDown)]
+        );
+        let resolved = l.step(vec![], &rules, HOUR, 1000.0 + HOUR);
+        assert_eq!(
+            resolved[0].kind,
+            Kind::Resolved {
+                lasted: 880.0 + HOUR
+            }
+        );
+        assert!(l.statuses().is_empty());
+        assert!(l.step(vec![], &rules, HOUR, 2000.0 + HOUR).is_empty());
+    }
+
+    #[test]
+    fn a_blip_shorter_than_for_is_never_told() {
+        let rules = Rules::default();
+        let mut l = Lifecycle::default();
+        l.step(vec![cond(AlertName::ServerDown, None)], &rules, HOUR, 0.0);
+        assert!(l.step(vec![], &rules, HOUR, 60.0).is_empty());
+        assert!(
+            l.step(vec![cond(AlertName::ServerDown, None)], &rules, HOUR, 70.0)
+                .is_empty(),
+            "pending starts again"
+        );
+        assert!(l
+            .step(vec![cond(AlertName::ServerDown, None)], &rules, HOUR, 180.0)
+            .is_empty());
+        assert_eq!(
+            l.step(vec![cond(AlertName::ServerDown, None)], &rules, HOUR, 190.0)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn alerts_of_one_evaluation_come_together() {
+        let rules = Rules::default();
+        let mut l = Lifecycle::default();
+        let both = vec![
+            cond(AlertName::Stalled, Some("A")),
+            cond(AlertName::LogOutputMismatch, Some("A")),
+        ];
+        let mut rules_now = rules.clone();
+        rules_now
+            .0
+            .get_mut(&AlertName::LogOutputMismatch)
+            .unwrap()
+            .for_seconds = 0.0;
+        let n = l.step(both, &rules_now, HOUR, 0.0);
+        assert_eq!(n.len(), 2);
+        assert!(n.iter().all(|n| n.kind == Kind::Firing));
+    }
+
+    #[test]
+    fn process_exited_inhibits_stalled() {
+        let mut rules = Rules::default();
+        rules
+            .0
+            .get_mut(&AlertName::ProcessExited)
+            .unwrap()
+            .for_seconds = 0.0;
+        let mut l = Lifecycle::default();
+        let both = || {
+            vec![
+                cond(AlertName::Stalled, Some("A")),
+                cond(AlertName::ProcessExited, None),
+            ]
+        };
+        assert_eq!(
+            kinds(&l.step(both(), &rules, HOUR, 0.0)),
+            [(Kind::Firing, AlertName::ProcessExited)]
+        );
+        assert!(l.step(both(), &rules, HOUR, 10.0).is_empty());
+        // The process is back but the partition is still stalled: now the stall is news.
+        let n = l.step(
+            vec![cond(AlertName::Stalled, Some("A"))],
+            &rules,
+            HOUR,
+            20.0,
+        );
+        assert_eq!(
+            kinds(&n),
+            [
+                (Kind::Firing, AlertName::Stalled),
+                (Kind::Resolved { lasted: 20.0 }, AlertName::ProcessExited)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_inhibited_alert_that_ends_is_never_resolved() {
+        let mut rules = Rules::default();
+        rules
+            .0
+            .get_mut(&AlertName::ProcessExited)
+            .unwrap()
+            .for_seconds = 0.0;
+        let mut l = Lifecycle::default();
+        l.step(
+            vec![
+                cond(AlertName::Stalled, Some("A")),
+                cond(AlertName::ProcessExited, None),
+            ],
+            &rules,
+            HOUR,
+            0.0,
+        );
+        let n = l.step(
+            vec![cond(AlertName::ProcessExited, None)],
+            &rules,
+            HOUR,
+            10.0,
+        );
+        assert!(n.is_empty(), "{n:?}");
+    }
+
+    #[test]
+    fn notices_are_sent_once() {
+        let rules = Rules::default(); // PartitionFinished: for 0
+        let mut l = Lifecycle::default();
+        let done = || vec![cond(AlertName::PartitionFinished, Some("A"))];
+        assert_eq!(
+            kinds(&l.step(done(), &rules, HOUR, 0.0)),
+            [(Kind::Notice, AlertName::PartitionFinished)]
+        );
+        assert!(l.step(done(), &rules, HOUR, 10.0).is_empty());
+        assert!(
+            l.step(vec![], &rules, HOUR, 20.0).is_empty(),
+            "notices never resolve"
+        );
+        assert!(l.step(done(), &rules, HOUR, 30.0).is_empty());
+    }
+
+    #[test]
+    fn state_survives_a_round_trip() {
+        let rules = Rules::default();
+        let mut l = Lifecycle::default();
+        l.step(vec![cond(AlertName::Stalled, Some("A"))], &rules, HOUR, 0.0);
+        let mut back: Lifecycle =
+            serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+        assert!(
+            back.step(vec![cond(AlertName::Stalled, Some("A"))], &rules, HOUR, 5.0)
+                .is_empty(),
+            "no second email after a restart"
+        );
+    }
+}

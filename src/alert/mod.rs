@@ -1,0 +1,107 @@
+//! Alerting: deciding when a run is in trouble and emailing the evidence.
+//!
+//! The same one-way flow as the rest of the sidecar. [`rules`] turns a model snapshot into
+//! conditions; [`lifecycle`] turns conditions over time into notifications (pending → firing →
+//! resolved, reminders, inhibition); [`email`] renders them with the evidence; [`delivery`]
+//! sends them through SMTP or into `.eml` files, from an outbox kept in the state directory.
+//! The first three are pure and take `now`; [`engine`] is the async loop at the edge.
+
+pub mod delivery;
+pub mod email;
+pub mod engine;
+pub mod lifecycle;
+pub mod rules;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Every alert and notice the sidecar knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AlertName {
+    Stalled,
+    ProcessExited,
+    ServerDown,
+    GpusIdle,
+    GpuMissing,
+    ErrorRateHigh,
+    EmptyResponses,
+    ThroughputDrop,
+    LogOutputMismatch,
+    PartitionFinished,
+    RunFinished,
+}
+
+impl AlertName {
+    pub const ALL: [AlertName; 11] = [
+        AlertName::Stalled,
+        AlertName::ProcessExited,
+        AlertName::ServerDown,
+        AlertName::GpusIdle,
+        AlertName::GpuMissing,
+        AlertName::ErrorRateHigh,
+        AlertName::EmptyResponses,
+        AlertName::ThroughputDrop,
+        AlertName::LogOutputMismatch,
+        AlertName::PartitionFinished,
+        AlertName::RunFinished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertName::Stalled => "Stalled",
+            AlertName::ProcessExited => "ProcessExited",
+            AlertName::ServerDown => "ServerDown",
+            AlertName::GpusIdle => "GpusIdle",
+            AlertName::GpuMissing => "GpuMissing",
+            AlertName::ErrorRateHigh => "ErrorRateHigh",
+            AlertName::EmptyResponses => "EmptyResponses",
+            AlertName::ThroughputDrop => "ThroughputDrop",
+            AlertName::LogOutputMismatch => "LogOutputMismatch",
+            AlertName::PartitionFinished => "PartitionFinished",
+            AlertName::RunFinished => "RunFinished",
+        }
+    }
+
+    /// Notices are sent once when they become true; they are never "resolved".
+    pub fn is_notice(self) -> bool {
+        matches!(self, AlertName::PartitionFinished | AlertName::RunFinished)
+    }
+
+    /// Alerts that, while firing, silence others: a dead process or server explains a
+    /// stall and idle GPUs, and one email about the cause is enough.
+    pub fn inhibits(self, other: AlertName) -> bool {
+        matches!(self, AlertName::ProcessExited | AlertName::ServerDown)
+            && matches!(other, AlertName::Stalled | AlertName::GpusIdle)
+    }
+
+    pub fn parse(s: &str) -> Option<AlertName> {
+        AlertName::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+impl fmt::Display for AlertName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rule's verdict: this alert holds now, for this partition, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    pub alert: AlertName,
+    pub partition: Option<String>,
+    /// One line for the subject: "no progress for 14m (server idle, client waiting)".
+    pub summary: String,
+    /// The reasoning, for the body.
+    pub details: String,
+}
+
+impl Condition {
+    /// Identifies the alert instance across evaluations.
+    pub fn key(&self) -> String {
+        match &self.partition {
+            Some(p) => format!("{}/{p}", self.alert),
+            None => self.alert.to_string(),
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! The built-in rules: a model snapshot and `now` in, the conditions that hold out. Pure.
+
+use super::{AlertName, Condition};
+use crate::model::{PartitionView, Run, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Requests (or records) the error and empty-response rates look back over.
+pub const RATE_WINDOW: u64 = 200;
+/// Fewer requests than this in the window is too small a sample to alarm on.
+const MIN_SAMPLE: u64 = 50;
+/// The recent throughput is averaged over this long.
+const THROUGHPUT_RECENT: f64 = 15.0 * 60.0;
+/// ThroughputDrop needs this much history before it judges.
+const THROUGHPUT_MIN_HISTORY: f64 = 30.0 * 60.0;
+/// A stall is also judged against the pipeline's own rhythm: this many median gaps.
+const STALL_GAPS: f64 = 5.0;
+
+/// One rule's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuleConfig {
+    pub enabled: bool,
+    /// Stalled: seconds; GpusIdle, ErrorRateHigh, EmptyResponses, LogOutputMismatch: a ratio;
+    /// ThroughputDrop: a fraction of the median; GpuMissing: the GPUs expected (0: the most
+    /// seen). Unused by the others.
+    pub threshold: f64,
+    /// How long the condition must hold before it fires.
+    pub for_seconds: f64,
+}
+
+/// Every rule's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules(pub BTreeMap<AlertName, RuleConfig>);
+
+impl Default for Rules {
+    fn default() -> Rules {
+        let rule = |threshold: f64, for_seconds: f64| RuleConfig {
+            enabled: true,
+            threshold,
+            for_seconds,
+        };
+        Rules(BTreeMap::from([
+            (AlertName::Stalled, rule(600.0, 0.0)),
+            (AlertName::ProcessExited, rule(0.0, 60.0)),
+            (AlertName::ServerDown, rule(0.0, 120.0)),
+            (AlertName::GpusIdle, rule(0.05, 600.0)),
+            (AlertName::GpuMissing, rule(0.0, 60.0)),
+            (AlertName::ErrorRateHigh, rule(0.05, 60.0)),
+            (AlertName::EmptyResponses, rule(0.02, 60.0)),
+            (AlertName::ThroughputDrop, rule(0.5, 0.0)),
+            (AlertName::LogOutputMismatch, rule(0.02, 600.0)),
+            (AlertName::PartitionFinished, rule(0.0, 0.0)),
+            (AlertName::RunFinished, rule(0.0, 300.0)),
+        ]))
+    }
+}
+
+impl Rules {
+    pub fn get(&self, alert: AlertName) -> RuleConfig {
+        self.0.get(&alert).copied().unwrap_or(RuleConfig {
+            enabled: false,
+            threshold: 0.0,
+            for_seconds: 0.0,
+        })
+    }
+}
+
+/// What the rules remember between evaluations: throughput over the run, the most GPUs seen,
+/// GPU time spent. Kept with the alert state, so it survives restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// (time, run tok/s), one sample a minute at most.
+    throughput: VecDeque<(Seconds, f64)>,
+    pub max_gpus: usize,
+    pub gpu_seconds: f64,
+    last_at: Option<Seconds>,
+}
+
+/// A week of one-minute samples.
+const THROUGHPUT_SAMPLES: usize = 7 * 24 * 60;
+
+impl History {
+    pub fn record(&mut self, run: &Run, now: Seconds) {
+        let dt = self.last_at.map_or(0.0, |l| (now - l).clamp(0.0, 300.0));
+        self.last_at = Some(now);
+        let working = run.partitions.values().any(|p| p.active);
+        if let Some(gpus) = &run.gpus {
+            self.max_gpus = self.max_gpus.max(gpus.devices.len());
+            if working {
+                self.gpu_seconds += gpus.devices.len() as f64 * dt;
+            }
+        }
+        if !working {
+            return;
+        }
+        let tps: f64 = run
+            .views()
+            .iter()
+            .filter_map(|v| v.completion_tokens_per_second(now))
+            .sum();
+        if self.throughput.back().is_none_or(|(t, _)| now - t >= 60.0) {
+            if self.throughput.len() == THROUGHPUT_SAMPLES {
+                self.throughput.pop_front();
+            }
+            self.throughput.push_back((now, tps));
+        }
+    }
+
+    /// (mean over the last 15 minutes, median over the run), once there is enough history.
+    fn throughput(&self, now: Seconds) -> Option<(f64, f64)> {
+        let first = self.throughput.front()?.0;
+        if now - first < THROUGHPUT_MIN_HISTORY {
+            return None;
+        }
+        let recent: Vec<f64> = self
+            .throughput
+            .iter()
+            .filter(|(t, _)| now - t <= THROUGHPUT_RECENT)
+            .map(|(_, v)| *v)
+            .collect();
+        if recent.is_empty() {
+            return None;
+        }
+        let mut all: Vec<f64> = self.throughput.iter().map(|(_, v)| *v).collect();
+        all.sort_by(f64::total_cmp);
+        Some((
+            recent.iter().sum::<f64>() / recent.len() as f64,
+            all[all.len() / 2],
+        ))
+    }
+}
+
+/// Every condition that holds now.
+pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Vec<Condition> {
+    let views = run.views();
+    let mut out = Vec::new();
+    let on = |a: AlertName| rules.get(a).enabled;
+    let mut push = |alert: AlertName, partition: Option<&str>, summary: String, details: String| {
+        out.push(Condition {
+            alert,
+            partition: partition.map(str::to_owned),
+            summary,
+            details,
+        })
+    };
+
+    if on(AlertName::Stalled) {
+        for v in &views {
+            if let Some((stall, threshold)) =
+                stalled(v, rules.get(AlertName::Stalled).threshold, now)
+            {
+                let (cause, why) = stall_cause(run, v, now - stall);
+                push(
+                    AlertName::Stalled,
+                    Some(v.name),
+                    format!("no progress for {} ({cause})", human(stall)),
+                    format!(
+                        "{} has made no progress for {} (threshold {}). Likely cause: {cause}. {why}",
+                        v.name,
+                        human(stall),
+                        human(threshold)
+                    ),
+                );
+            }
+        }
+    }
+    if let (true, Some(process)) = (on(AlertName::ProcessExited), &run.process) {
+        if !process.up {
+            push(
+                AlertName::ProcessExited,
+                None,
+                "the pipeline's driver process is not running".into(),
+                format!(
+                    "No process matches the configured driver (it has exited {} time(s) since the sidecar started).",
+                    process.exits
+                ),
+            );
+        }
+    }
+    if let (true, Some(server)) = (on(AlertName::ServerDown), &run.server) {
+        if server.up == Some(false) {
+            push(
+                AlertName::ServerDown,
+                None,
+                "the inference server's health check fails".into(),
+                server
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "The health check failed.".into()),
+            );
+        }
+    }
+    if let Some(gpus) = &run.gpus {
+        let active = run.partitions.values().any(|p| p.active);
+        let threshold = rules.get(AlertName::GpusIdle).threshold;
+        let idle = !gpus.devices.is_empty()
+            && gpus
+                .devices
+                .iter()
+                .all(|g| g.utilization.is_some_and(|u| u < threshold));
+        if on(AlertName::GpusIdle) && active && idle {
+            push(
+                AlertName::GpusIdle,
+                None,
+                format!(
+                    "all {} GPUs under {:.0}% while a partition is active",
+                    gpus.devices.len(),
+                    threshold * 100.0
+                ),
+                "Every GPU is idle although the log says a partition is being processed.".into(),
+            );
+        }
+        let configured = rules.get(AlertName::GpuMissing).threshold as usize;
+        let expected = if configured > 0 {
+            configured
+        } else {
+            history.max_gpus
+        };
+        if on(AlertName::GpuMissing) && gpus.devices.len() < expected {
+            push(
+                AlertName::GpuMissing,
+                None,
+                format!("{} of {expected} GPUs visible", gpus.devices.len()),
+                "NVML lists fewer GPUs than expected: one may have fallen off the bus (check dmesg for XID 79).".into(),
+            );
+        }
+    }
+    for v in &views {
+        if on(AlertName::ErrorRateHigh) {
+            let threshold = rules.get(AlertName::ErrorRateHigh).threshold;
+            if let Some((rate, n)) = error_rate(v).filter(|(rate, _)| *rate > threshold) {
+                push(
+                    AlertName::ErrorRateHigh,
+                    Some(v.name),
+                    format!("{:.1}% of the last {n} requests failed", rate * 100.0),
+                    format!("The error rate is over {:.1}%.", threshold * 100.0),
+                );
+            }
+        }
+        if on(AlertName::EmptyResponses) {
+            let threshold = rules.get(AlertName::EmptyResponses).threshold;
+            if let Some(o) = &v.outputs {
+                let (n, _, empty) = o.recent.counts();
+                let rate = empty as f64 / n.max(1) as f64;
+                if n >= MIN_SAMPLE && rate > threshold {
+                    push(
+                        AlertName::EmptyResponses,
+                        Some(v.name),
+                        format!("{empty} of the last {n} records have an empty response"),
+                        format!("Over {:.1}% of recent records are empty: a capture bug or a server returning nothing.", threshold * 100.0),
+                    );
+                }
+            }
+        }
+        if on(AlertName::LogOutputMismatch) {
+            let ratio = rules.get(AlertName::LogOutputMismatch).threshold;
+            if v.log_output_mismatch_over(crate::model::MISMATCH_MIN_GAP, ratio) {
+                let records = v.outputs.as_ref().map_or(0, |o| o.records);
+                push(
+                    AlertName::LogOutputMismatch,
+                    Some(v.name),
+                    format!(
+                        "the log says {} completed, the files hold {records}",
+                        v.completed().unwrap_or(0)
+                    ),
+                    format!(
+                        "The gap ({}) is over max(50, {:.0}% of planned).",
+                        v.log_output_gap().unwrap_or(0),
+                        ratio * 100.0
+                    ),
+                );
+            }
+        }
+        if on(AlertName::PartitionFinished) && finished(v) {
+            push(
+                AlertName::PartitionFinished,
+                Some(v.name),
+                format!("{} requests done", v.completed().unwrap_or(0)),
+                partition_summary(v),
+            );
+        }
+    }
+    if on(AlertName::ThroughputDrop) {
+        let fraction = rules.get(AlertName::ThroughputDrop).threshold;
+        if let Some((recent, median)) = history.throughput(now) {
+            if median > 0.0 && recent < fraction * median {
+                push(
+                    AlertName::ThroughputDrop,
+                    None,
+                    format!("{recent:.0} tok/s over 15m, under {:.0}% of the run's median {median:.0} tok/s", fraction * 100.0),
+                    "Throughput has collapsed: check the server's queue and the GPUs.".into(),
+                );
+            }
+        }
+    }
+    if on(AlertName::RunFinished) && run_finished(run, &views) {
+        let details: Vec<String> = views.iter().map(partition_summary).collect();
+        push(
+            AlertName::RunFinished,
+            None,
+            format!("all {} partitions done", views.len()),
+            format!(
+                "{}\nWall time {}; GPU time {:.1} GPU-hours.",
+                details.join("\n"),
+                human(run_wall_time(run).unwrap_or(0.0)),
+                history.gpu_seconds / 3600.0
+            ),
+        );
+    }
+    out
+}
+
+/// (seconds stalled, threshold) when an active partition has stalled.
+fn stalled(v: &PartitionView<'_>, threshold: f64, now: Seconds) -> Option<(f64, f64)> {
+    let p = v.log?;
+    let stall = p.stall_seconds(now)?;
+    let threshold = p
+        .median_progress_gap()
+        .map_or(threshold, |gap| threshold.max(STALL_GAPS * gap));
+    (stall > threshold).then_some((stall, threshold))
+}
+
+/// The likely cause of a stall, from what the probes and the output files say.
+fn stall_cause(run: &Run, v: &PartitionView<'_>, stalled_since: Seconds) -> (&'static str, String) {
+    if run.process.as_ref().is_some_and(|p| !p.up) {
+        return ("process gone", "The driver process is not running.".into());
+    }
+    if let Some(server) = &run.server {
+        if server.up == Some(false) {
+            return (
+                "server down",
+                "The inference server's health check fails.".into(),
+            );
+        }
+    }
+    if v.last_write.is_some_and(|w| w > stalled_since + 1.0) {
+        return (
+            "outputs still growing, log silent",
+            "The output files are still being written: the pipeline works but stopped logging (a buffered or redirected stdout?).".into(),
+        );
+    }
+    if let Some(server) = &run.server {
+        match (server.running_requests, server.queued_requests) {
+            (Some(running), _) if running > 0.0 => {
+                return (
+                    "server busy, nothing written",
+                    format!("The server is running {running:.0} requests but nothing reaches the outputs: requests may be hanging on very long generations."),
+                )
+            }
+            (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {
+                return (
+                    "server idle, client waiting",
+                    "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
+                )
+            }
+            _ => {}
+        }
+    }
+    (
+        "cause unknown",
+        "Configure --process-match and --server-metrics-url to narrow it down.".into(),
+    )
+}
+
+/// (error rate, requests) over the recent window: the log's counts, else the records.
+fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
+    if let Some(rate) = v.log.and_then(|p| p.recent_error_rate(RATE_WINDOW)) {
+        let window = v.log.map_or(0, |p| p.completed.min(RATE_WINDOW));
+        return (window >= MIN_SAMPLE).then_some((rate, window));
+    }
+    let (n, errors, _) = v.outputs.as_ref()?.recent.counts();
+    (n >= MIN_SAMPLE).then(|| (errors as f64 / n as f64, n))
+}
+
+fn finished(v: &PartitionView<'_>) -> bool {
+    matches!((v.completed(), v.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
+}
+
+fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
+    !views.is_empty()
+        && views.iter().all(finished)
+        && !run.partitions.values().any(|p| p.active)
+        && !run.process.as_ref().is_some_and(|p| p.up)
+}
+
+fn run_wall_time(run: &Run) -> Option<f64> {
+    let start = run
+        .partitions
+        .values()
+        .filter_map(|p| p.started_at)
+        .reduce(f64::min)?;
+    let end = run
+        .partitions
+        .values()
+        .filter_map(|p| p.last_progress_at)
+        .reduce(f64::max)?;
+    Some((end - start).max(0.0))
+}
+
+fn partition_summary(v: &PartitionView<'_>) -> String {
+    let mut s = format!(
+        "{}: {}/{} requests",
+        v.name,
+        v.completed().unwrap_or(0),
+        v.planned().map_or("?".into(), |p| p.to_string())
+    );
+    if let Some(errors) = v.log.and_then(|p| p.errors) {
+        s += &format!(", {errors} errors");
+    }
+    if let Some(o) = &v.outputs {
+        s += &format!(
+            ", {} records, {} error records, {} empty, {} completion tokens",
+            o.records, o.errors, o.empty, o.tokens
+        );
+    }
+    s
+}
+
+/// 45s, 14m, 2h05m, 3d04h.
+pub fn human(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests;

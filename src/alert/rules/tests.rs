@@ -1,0 +1,303 @@
+use super::*;
+use crate::gpu::{GpuReading, GpuSample};
+use crate::model::{OutputFile, OutputStats, ProcessState, ServerState};
+use crate::outputs::record::Facts;
+use crate::parse::{Parser, RunInference};
+
+const T0: Seconds = 1_780_000_000.0;
+
+fn feed(run: &mut Run, lines: &[(Seconds, &str)]) {
+    let parser = Parser::RunInference(RunInference);
+    for (at, line) in lines {
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), *at);
+    }
+}
+
+fn active_run() -> Run {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0, "  100/1000 (0 err) 1.0 req/s avg_comp=300tok"),
+            (T0 + 60.0, "  160/1000 (0 err) 1.0 req/s avg_comp=300tok"),
+        ],
+    );
+    run
+}
+
+fn alerts(conditions: &[Condition]) -> Vec<(AlertName, Option<&str>)> {
+    conditions
+        .iter()
+        .map(|c| (c.alert, c.partition.as_deref()))
+        .collect()
+}
+
+fn eval(run: &Run, now: Seconds) -> Vec<Condition> {
+    evaluate(run, &Rules::default(), &History::default(), now)
+}
+
+#[test]
+fn healthy_run_has_no_conditions() {
+    let run = active_run();
+    assert!(eval(&run, T0 + 120.0).is_empty());
+}
+
+#[test]
+fn stalled_after_ten_minutes_without_progress() {
+    let run = active_run();
+    assert!(eval(&run, T0 + 60.0 + 599.0).is_empty());
+    let c = eval(&run, T0 + 60.0 + 840.0);
+    assert_eq!(alerts(&c), [(AlertName::Stalled, Some("B1"))]);
+    assert_eq!(c[0].summary, "no progress for 14m (cause unknown)");
+}
+
+#[test]
+fn a_slow_reporter_gets_five_median_gaps() {
+    let mut run = Run::new(&["log".into()]);
+    let mut lines = vec![(T0, "Processing: B1".to_owned())];
+    for i in 1..=5 {
+        lines.push((
+            T0 + i as f64 * 300.0,
+            format!("  {}/1000 (0 err) 1.0 req/s", i * 10),
+        ));
+    }
+    let lines: Vec<(Seconds, &str)> = lines.iter().map(|(t, l)| (*t, l.as_str())).collect();
+    feed(&mut run, &lines);
+    // Reports every 5 minutes: 20 minutes of silence is normal, 26 is not.
+    assert!(eval(&run, T0 + 1500.0 + 20.0 * 60.0).is_empty());
+    assert_eq!(
+        alerts(&eval(&run, T0 + 1500.0 + 26.0 * 60.0)),
+        [(AlertName::Stalled, Some("B1"))]
+    );
+}
+
+#[test]
+fn stall_causes_from_the_evidence() {
+    let stalled_at = T0 + 60.0 + 900.0;
+    let cause = |run: &Run| eval(run, stalled_at)[0].summary.clone();
+
+    let mut run = active_run();
+    run.process = Some(ProcessState::default());
+    assert!(cause(&run).contains("process gone"));
+
+    let mut run = active_run();
+    run.server = Some(ServerState {
+        up: Some(false),
+        ..ServerState::default()
+    });
+    let c = eval(&run, stalled_at);
+    assert!(alerts(&c).contains(&(AlertName::ServerDown, None)));
+    assert!(c.iter().any(|c| c.summary.contains("server down")));
+
+    let mut run = active_run();
+    run.server = Some(ServerState {
+        up: Some(true),
+        running_requests: Some(150.0),
+        queued_requests: Some(0.0),
+        ..ServerState::default()
+    });
+    assert!(cause(&run).contains("server busy, nothing written"));
+
+    run.server.as_mut().unwrap().running_requests = Some(0.0);
+    assert!(cause(&run).contains("server idle, client waiting"));
+
+    run.outputs.insert(
+        "/p/B1/raw.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats: OutputStats::default(),
+            last_write: Some(stalled_at - 10.0),
+        },
+    );
+    assert!(cause(&run).contains("outputs still growing, log silent"));
+}
+
+fn with_gpus(run: &mut Run, utilizations: &[f64]) {
+    run.gpus = Some(GpuReading {
+        driver_version: None,
+        devices: utilizations
+            .iter()
+            .enumerate()
+            .map(|(i, u)| GpuSample {
+                index: i as u32,
+                utilization: Some(*u),
+                ..GpuSample::default()
+            })
+            .collect(),
+        at: T0,
+    });
+}
+
+#[test]
+fn idle_and_missing_gpus() {
+    let mut run = active_run();
+    with_gpus(&mut run, &[0.01, 0.02]);
+    assert_eq!(
+        alerts(&eval(&run, T0 + 61.0)),
+        [(AlertName::GpusIdle, None)]
+    );
+    with_gpus(&mut run, &[0.01, 0.9]);
+    assert!(eval(&run, T0 + 61.0).is_empty(), "one busy GPU is not idle");
+
+    let mut history = History::default();
+    with_gpus(&mut run, &[0.9; 8]);
+    history.record(&run, T0);
+    with_gpus(&mut run, &[0.9; 7]);
+    let c = evaluate(&run, &Rules::default(), &history, T0 + 61.0);
+    assert_eq!(alerts(&c), [(AlertName::GpuMissing, None)]);
+    assert_eq!(c[0].summary, "7 of 8 GPUs visible");
+}
+
+#[test]
+fn error_rate_over_the_last_requests() {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1"),
+            (T0, "  1000/5000 (10 err) 1.0 req/s"),
+            (T0 + 10.0, "  1100/5000 (11 err) 1.0 req/s"),
+            (T0 + 20.0, "  1200/5000 (30 err) 1.0 req/s"),
+        ],
+    );
+    // 20 errors in the last 200 requests: 10%.
+    let c = eval(&run, T0 + 21.0);
+    assert_eq!(alerts(&c), [(AlertName::ErrorRateHigh, Some("B1"))]);
+    assert_eq!(c[0].summary, "10.0% of the last 200 requests failed");
+}
+
+#[test]
+fn empty_responses_from_the_records() {
+    let mut run = active_run();
+    let mut stats = OutputStats::default();
+    for i in 0..200 {
+        let empty = i % 20 == 0; // 5%
+        stats.add(
+            &Facts {
+                empty,
+                ..Facts::default()
+            },
+            10,
+        );
+    }
+    run.outputs.insert(
+        "/p/B1/raw.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats,
+            last_write: Some(T0),
+        },
+    );
+    let c = eval(&run, T0 + 61.0);
+    assert!(
+        alerts(&c).contains(&(AlertName::EmptyResponses, Some("B1"))),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn log_output_mismatch() {
+    let mut run = active_run();
+    let mut stats = OutputStats::default();
+    for _ in 0..100 {
+        stats.add(&Facts::default(), 10);
+    }
+    run.outputs.insert(
+        "/p/B1/raw.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats,
+            last_write: Some(T0 + 60.0),
+        },
+    );
+    // The log says 160, the file holds 100: a gap of 60 > max(50, 2% of 1000).
+    let c = eval(&run, T0 + 61.0);
+    assert_eq!(alerts(&c), [(AlertName::LogOutputMismatch, Some("B1"))]);
+    assert_eq!(
+        c[0].summary,
+        "the log says 160 completed, the files hold 100"
+    );
+}
+
+#[test]
+fn throughput_drop_against_the_runs_median() {
+    let mut run = Run::new(&["log".into()]);
+    let mut history = History::default();
+    let mut done = 0u64;
+    let mut t = T0;
+    feed(&mut run, &[(t, "Processing: B1")]);
+    // An hour at 10 req/s (3000 tok/s), then 20 minutes at 1 req/s.
+    let mut first_fired = None;
+    for minute in 0..80 {
+        let rate = if minute < 60 { 600 } else { 60 };
+        done += rate;
+        t += 60.0;
+        let line = format!("  {done}/1000000 (0 err) 1.0 req/s avg_comp=300tok");
+        feed(&mut run, &[(t, &line)]);
+        history.record(&run, t);
+        let c = evaluate(&run, &Rules::default(), &history, t);
+        let dropped = alerts(&c).contains(&(AlertName::ThroughputDrop, None));
+        assert!(
+            minute >= 60 || !dropped,
+            "minute {minute}: a steady run is not a drop"
+        );
+        if dropped && first_fired.is_none() {
+            first_fired = Some(minute);
+        }
+    }
+    // The 15-minute average falls under half the median well within 15 minutes of the drop.
+    let first = first_fired.expect("the drop was never noticed");
+    assert!((60..75).contains(&first), "noticed at minute {first}");
+}
+
+#[test]
+fn finished_partitions_and_run() {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1"),
+            (T0, "  50/100 (0 err) 1.0 req/s"),
+            (T0 + 100.0, "  100/100 (1 err) 1.0 req/s"),
+        ],
+    );
+    let c = eval(&run, T0 + 101.0);
+    assert_eq!(
+        alerts(&c),
+        [
+            (AlertName::PartitionFinished, Some("B1")),
+            (AlertName::RunFinished, None)
+        ]
+    );
+    assert!(
+        c[1].details.contains("B1: 100/100 requests, 1 errors"),
+        "{}",
+        c[1].details
+    );
+    // A driver still running means more may come.
+    run.process = Some(ProcessState {
+        up: true,
+        ..ProcessState::default()
+    });
+    assert_eq!(
+        alerts(&eval(&run, T0 + 101.0)),
+        [(AlertName::PartitionFinished, Some("B1"))]
+    );
+}
+
+#[test]
+fn disabled_rules_stay_silent() {
+    let run = active_run();
+    let mut rules = Rules::default();
+    rules.0.get_mut(&AlertName::Stalled).unwrap().enabled = false;
+    assert!(evaluate(&run, &rules, &History::default(), T0 + 5000.0).is_empty());
+}
+
+#[test]
+fn human_durations() {
+    assert_eq!(human(45.0), "45s");
+    assert_eq!(human(840.0), "14m");
+    assert_eq!(human(7500.0), "2h05m");
+    assert_eq!(human(90000.0), "1d01h");
+}

@@ -1,0 +1,36 @@
+//! Alert states and notification outcomes.
+
+use super::family;
+use crate::model::Run;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use std::fmt;
+
+pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+    family(
+        enc,
+        "pulse_alert_firing",
+        "1 for a firing alert, 0 for a pending one (partition is empty for run-wide alerts).",
+        MetricType::Gauge,
+        run.alerts.iter().map(|a| {
+            (
+                [
+                    ("alert", a.alert.as_str()),
+                    ("partition", a.partition.as_deref().unwrap_or("")),
+                ],
+                ConstGauge::new(i64::from(a.firing)),
+            )
+        }),
+    )?;
+    family(
+        enc,
+        "pulse_notifications",
+        "Alert notifications by outcome: sent, failed (an attempt that will be retried), rejected (dropped for good), not_configured.",
+        MetricType::Counter,
+        run.notifications
+            .iter()
+            .map(|((alert, result), n)| ([("alert", alert.as_str()), ("result", result.as_str())], ConstCounter::new(*n))),
+    )
+}
