@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool.
+# Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
+# aiosmtpd (a real SMTP server), and openssl (certificates for the STARTTLS test).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v openssl >/dev/null || need+=(openssl)
+# Debian's aiosmtpd imports only under /usr/bin/python3.
+{ [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "missing test peers: ${need[*]}; install them as root:" >&2
-    echo "  apt-get update && apt-get install -y --no-install-recommends prometheus" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends ${need[*]}" >&2
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive

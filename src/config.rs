@@ -121,6 +121,8 @@ pub struct RawConfig {
     pub smtp_password_env: Option<String>,
     pub smtp_ca_file: Option<PathBuf>,
     pub smtp_timeout: Option<String>,
+    /// The wait before retrying a failed send; it doubles with each failure.
+    pub retry_backoff: Option<String>,
     pub alert_interval: Option<String>,
     pub repeat_interval: Option<String>,
     /// Shortcut for `[rules.Stalled] threshold`.
@@ -593,6 +595,7 @@ impl RawConfig {
             from,
             to: self.email_to.clone(),
             timeout: duration("smtp_timeout", self.smtp_timeout.as_deref(), "30s")?,
+            retry_backoff: duration("retry_backoff", self.retry_backoff.as_deref(), "10s")?,
         })
     }
 
@@ -782,6 +785,7 @@ impl Config {
         if let Some(delivery) = &self.alerts.delivery {
             raw.email_from = Some(delivery.from.clone());
             raw.smtp_timeout = d(delivery.timeout);
+            raw.retry_backoff = d(delivery.retry_backoff);
         }
         // Every rule, with its effective settings; stall_after is folded into Stalled.
         raw.stall_after = None;

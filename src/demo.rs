@@ -5,9 +5,7 @@
 //! recovers, and later it crashes and begins a partition again, so a newcomer sees every state
 //! the sidecar reports within a few minutes.
 
-use crate::config::{Config, GpuMode, LogConfig, OutputConfig};
-use crate::outputs::record::Pointers;
-use crate::parse::{Parser, RunInference};
+use crate::config::{Config, GpuMode, RawConfig, RawLog, RawOutputs, RawRule};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -92,26 +90,46 @@ impl Layout {
             .join("raw_responses.jsonl")
     }
 
-    /// The sidecar configuration that watches this layout.
-    pub fn config(&self, listen: std::net::SocketAddr) -> Config {
-        let mut config = crate::config::RawConfig::default()
-            .validate()
-            .expect("the default config is valid");
-        config.listen = listen;
-        config.logs = vec![LogConfig::new(
-            self.log.clone(),
-            Parser::RunInference(RunInference),
-        )];
+    /// Where the demo's alert emails land, as `.eml` files.
+    pub fn mail(&self) -> PathBuf {
+        self.dir.join("mail")
+    }
+
+    /// The sidecar configuration that watches this layout: the real keys, as a user would
+    /// write them, with alert timings scaled to the simulation's speed so its stall is caught.
+    pub fn config(&self, listen: std::net::SocketAddr, speed: f64) -> Config {
+        let scaled = |seconds: f64| {
+            let d = Duration::from_secs_f64((seconds / speed).max(0.05));
+            humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+        };
         let prepared = self.dir.join("prepared").display().to_string();
-        config.outputs = vec![OutputConfig {
-            glob: format!("{prepared}/*/raw_responses.jsonl"),
-            partition: None,
-            inspect: true,
-            pointers: Pointers::default(),
-        }];
-        config.inputs = vec![format!("{prepared}/*/prompts.jsonl")];
-        config.gpu = GpuMode::Simulated;
-        config
+        let raw = RawConfig {
+            listen: Some(listen.to_string()),
+            logs: vec![RawLog {
+                path: self.log.clone(),
+                ..RawLog::default()
+            }],
+            outputs: vec![RawOutputs {
+                glob: format!("{prepared}/*/raw_responses.jsonl"),
+                ..RawOutputs::default()
+            }],
+            inputs: vec![format!("{prepared}/*/prompts.jsonl")],
+            gpu: Some(GpuMode::Simulated),
+            smtp: Some(format!("file://{}", self.mail().display())),
+            email_to: vec!["you@example.com".into()],
+            stall_after: Some(scaled(STALL_SECONDS * 2.0 / 3.0)),
+            alert_interval: Some(scaled(1.0)),
+            rules: [(
+                "RunFinished".to_owned(),
+                RawRule {
+                    for_: Some(scaled(5.0)),
+                    ..RawRule::default()
+                },
+            )]
+            .into(),
+            ..RawConfig::default()
+        };
+        raw.validate().expect("the demo's configuration is valid")
     }
 }
 
@@ -331,6 +349,7 @@ pub fn start(
 mod tests {
     use super::*;
     use crate::model::Run;
+    use crate::parse::{Parser, RunInference};
 
     #[test]
     fn eta_text_uses_the_logs_units() {

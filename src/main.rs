@@ -109,9 +109,10 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     );
     let dir = args.dir.unwrap_or_else(|| "pulse-demo".into());
     let layout = demo::Layout::new(&dir);
-    let config = layout.config(listen);
+    let config = layout.config(listen, args.speed);
     let banner = {
         let log = layout.log.display().to_string();
+        let mail = layout.mail().display().to_string();
         let outputs = dir
             .join("prepared/*/raw_responses.jsonl")
             .display()
@@ -125,6 +126,8 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
             println!("  outputs:       {outputs}");
             println!("  metrics:       http://{addr}/metrics");
             println!("  landing page:  http://{addr}/");
+            println!("  alert emails:  {mail}/*.eml (written as files, not sent)");
+            println!("GPUs are simulated (eight, named \"simulated\").");
             println!("It stalls for a while in B2_opencodeinstruct and restarts B3_longform once. Ctrl-C stops it.");
         }
     };

@@ -275,15 +275,18 @@ fn describe(e: &lettre::transport::smtp::Error) -> String {
     let mut s = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {
-        s += &format!(": {inner}");
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s += &format!(": {text}");
+        }
         source = inner.source();
     }
     s
 }
 
-/// Seconds to wait before attempt `attempts + 1`: 10 s, doubling, at most 10 minutes.
-pub fn backoff(attempts: u32) -> f64 {
-    (10.0 * 2f64.powi(attempts.saturating_sub(1).min(16) as i32)).min(600.0)
+/// Seconds to wait before attempt `attempts + 1`: `base`, doubling, at most 60 × `base`.
+pub fn backoff(attempts: u32, base: f64) -> f64 {
+    (base * 2f64.powi(attempts.saturating_sub(1).min(16) as i32)).min(60.0 * base)
 }
 
 #[cfg(test)]
@@ -329,10 +332,10 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        assert_eq!(backoff(1), 10.0);
-        assert_eq!(backoff(2), 20.0);
-        assert_eq!(backoff(3), 40.0);
-        assert_eq!(backoff(30), 600.0);
+        assert_eq!(backoff(1, 10.0), 10.0);
+        assert_eq!(backoff(2, 10.0), 20.0);
+        assert_eq!(backoff(3, 10.0), 40.0);
+        assert_eq!(backoff(30, 10.0), 600.0);
     }
 
     #[test]

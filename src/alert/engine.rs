@@ -28,6 +28,8 @@ pub struct Delivery {
     pub to: Vec<String>,
     /// The most one send may take, connect to final reply.
     pub timeout: Duration,
+    /// The wait before the first retry; it doubles up to 60 times this.
+    pub retry_backoff: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -172,7 +174,8 @@ impl Engine {
                 }
                 Outcome::Retry(e) => {
                     message.attempts += 1;
-                    let wait = delivery::backoff(message.attempts);
+                    let wait =
+                        delivery::backoff(message.attempts, delivery.retry_backoff.as_secs_f64());
                     message.next_attempt_at = now + wait;
                     tracing::warn!(
                         "sending \"{}\" failed (attempt {}): {e}; trying again in {wait:.0}s",

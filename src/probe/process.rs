@@ -70,7 +70,18 @@ mod tests {
             .args(["-c", "sleep 30; true", &marker])
             .spawn()
             .unwrap();
-        let found = find(&ProcessTarget::Match(marker.clone()));
+        // Between fork and exec the child still carries our command line: look until it has
+        // become the shell.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            match find(&ProcessTarget::Match(marker.clone())) {
+                Some(pid) => break Some(pid),
+                None if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                None => break None,
+            }
+        };
         assert_eq!(found, Some(child.id()));
         child.kill().unwrap();
         child.wait().unwrap();

@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub mod smtp;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_pipeline-pulse");
 
 /// A running sidecar, killed when dropped.

@@ -1,0 +1,366 @@
+//! Alert emails end to end: the real binary, a real SMTP server (aiosmtpd) writing to a Maildir.
+//!
+//! "Exactly one" is checked without sleeping: each scenario ends with a later email (the
+//! resolution) and then counts everything that arrived before it.
+
+mod common;
+
+use common::smtp::{self, SmtpServer};
+use common::*;
+use std::time::{Duration, SystemTime};
+
+/// A log whose partition made progress and then stopped, `stalled_for` ago.
+fn stalled_log(
+    dir: &std::path::Path,
+    name: &str,
+    partition: &str,
+    stalled_for: u64,
+) -> std::path::PathBuf {
+    let log = dir.join(name);
+    std::fs::write(
+        &log,
+        format!("Processing: {partition} (SHORT)\n{partition}: 1000 prompts\n  100/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=15m\nWARNING: request 101 timed out, retrying\n"),
+    )
+    .unwrap();
+    let then = SystemTime::now() - Duration::from_secs(stalled_for);
+    std::fs::File::options()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    log
+}
+
+fn alert_args<'a>(smtp_url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--smtp",
+        smtp_url,
+        "--email-to",
+        "oncall@example.com",
+        "--email-from",
+        "pulse@example.com",
+        "--stall-after",
+        "1s",
+        "--alert-interval",
+        "100ms",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn a_stall_sends_one_email_with_the_evidence_and_recovery_sends_one_resolved() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let log = stalled_log(dir.path(), "run.log", "B1_glaive", 120);
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(&url, &["--log", path_str(&log)]));
+
+    let first = smtp::wait_messages(&server.maildir, 1);
+    let subject = smtp::subject(&first[0]);
+    assert!(
+        subject.starts_with("[pulse] FIRING Stalled: B1_glaive on ")
+            && subject.contains("no progress for 2m (cause unknown)"),
+        "{subject}"
+    );
+    assert!(first[0].contains("To: oncall@example.com"));
+    assert!(first[0].contains("multipart/alternative"));
+    assert!(
+        first[0].contains("WARNING: request 101 timed out, retrying"),
+        "the log tail is in the email"
+    );
+    assert!(
+        first[0].contains("Likely cause"),
+        "the verdict is in the email"
+    );
+    sidecar.wait_metrics("the alert firing", |m| {
+        m.get(
+            "pulse_alert_firing",
+            "alert=\"Stalled\",partition=\"B1_glaive\"",
+        ) == Some(1.0)
+    });
+
+    append(
+        &log,
+        "  150/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=14m\n",
+    );
+    let all = smtp::wait_messages(&server.maildir, 2);
+    assert_eq!(all.len(), 2, "exactly one firing and one resolved email");
+    let resolved = smtp::subject(&all[1]);
+    assert!(
+        resolved.starts_with("[pulse] RESOLVED Stalled: B1_glaive on ")
+            && resolved.contains("lasted"),
+        "{resolved}"
+    );
+    let m = sidecar.wait_metrics("two sent", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"sent\"",
+        ) == Some(2.0)
+    });
+    assert_eq!(
+        m.get(
+            "pulse_alert_firing",
+            "alert=\"Stalled\",partition=\"B1_glaive\""
+        ),
+        None
+    );
+}
+
+#[test]
+fn alerts_of_one_evaluation_come_in_one_email() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let a = stalled_log(dir.path(), "a.log", "A", 300);
+    let b = stalled_log(dir.path(), "b.log", "B", 300);
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &["--log", path_str(&a), "--log", path_str(&b)],
+    ));
+    let first = smtp::wait_messages(&server.maildir, 1);
+    let subject = smtp::subject(&first[0]);
+    assert!(
+        subject.contains("2 alerts on")
+            && subject.contains("FIRING Stalled (A)")
+            && subject.contains("FIRING Stalled (B)"),
+        "{subject}"
+    );
+    // Both recover in one evaluation too: one resolved email, and nothing else came between.
+    append(&a, "  200/1000 (0 err) 1.0 req/s\n");
+    append(&b, "  200/1000 (0 err) 1.0 req/s\n");
+    sidecar.wait_metrics("both resolved", |m| {
+        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"A\"")
+            .is_none()
+            && m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B\"")
+                .is_none()
+    });
+    let all = smtp::wait_messages(&server.maildir, 2);
+    let subjects: Vec<String> = all.iter().map(|m| smtp::subject(m)).collect();
+    assert!(subjects.len() <= 3, "{subjects:?}");
+    assert!(
+        subjects[1..].iter().all(|s| s.contains("RESOLVED")),
+        "{subjects:?}"
+    );
+}
+
+#[test]
+fn smtp_down_while_firing_is_delivered_exactly_once_when_it_is_back() {
+    let dir = temp_dir();
+    let port = free_port();
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "retry_backoff = \"200ms\"\nsmtp_timeout = \"2s\"\n",
+    )
+    .unwrap();
+    let url = format!("smtp://127.0.0.1:{port}?tls=none");
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &["--log", path_str(&log), "--config", path_str(&config)],
+    ));
+    // Nothing listens yet: attempts fail and are counted.
+    sidecar.wait_metrics("a failed attempt", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"failed\"",
+        )
+        .is_some_and(|n| n >= 1.0)
+    });
+    sidecar.wait_log("trying again");
+    let server = SmtpServer::start(port, &dir.path().join("mail"), "plain", None);
+    smtp::wait_messages(&server.maildir, 1);
+    sidecar.wait_metrics("one sent", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"sent\"",
+        ) == Some(1.0)
+    });
+    append(&log, "  150/1000 (0 err) 1.0 req/s\n");
+    let all = smtp::wait_messages(&server.maildir, 2);
+    assert_eq!(all.len(), 2, "the firing email once, then the resolved one");
+    assert!(smtp::subject(&all[0]).contains("FIRING Stalled: A"));
+    assert!(smtp::subject(&all[1]).contains("RESOLVED Stalled: A"));
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_and_is_retried() {
+    let dir = temp_dir();
+    // Accepts connections and never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "retry_backoff = \"100ms\"\nsmtp_timeout = \"300ms\"\n",
+    )
+    .unwrap();
+    let url = format!("smtp://127.0.0.1:{port}?tls=none");
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &["--log", path_str(&log), "--config", path_str(&config)],
+    ));
+    sidecar.wait_log("did not finish within 300ms");
+    sidecar.wait_metrics("a retry after the timeout", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"failed\"",
+        )
+        .is_some_and(|n| n >= 2.0)
+    });
+    // Scrapes are never held up by a hung send.
+    assert_eq!(sidecar.get("/-/healthy").status, 200);
+}
+
+#[test]
+fn a_550_is_counted_and_not_retried() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "reject", None);
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let state = dir.path().join("state");
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &["--log", path_str(&log), "--state-dir", path_str(&state)],
+    ));
+    sidecar.wait_log("rejected");
+    let m = sidecar.wait_metrics("the rejection", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"rejected\"",
+        ) == Some(1.0)
+    });
+    assert_eq!(
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"failed\""
+        ),
+        None,
+        "a 5xx is not retried"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("alerts.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["outbox"],
+        serde_json::json!([]),
+        "the rejected message left the outbox"
+    );
+}
+
+#[test]
+fn starttls_and_auth_with_a_self_signed_certificate() {
+    let dir = temp_dir();
+    let (cert, key) = smtp::self_signed(dir.path());
+    let server = SmtpServer::start(
+        free_port(),
+        &dir.path().join("mail"),
+        "tls",
+        Some((&cert, &key)),
+    );
+    let config = |password: &str| {
+        let path = dir.path().join(format!("pulse-{password}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "smtp = \"smtp://127.0.0.1:{}?tls=starttls\"\nemail_to = [\"oncall@example.com\"]\nsmtp_user = \"pulse\"\nsmtp_password_env = \"PULSE_TEST_SMTP_PASSWORD\"\nsmtp_ca_file = \"{}\"\nsmtp_timeout = \"10s\"\n",
+                server.port,
+                cert.display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let test_email = |password: &str| {
+        std::process::Command::new(BIN)
+            .args(["test-email", "--config"])
+            .arg(config(password))
+            .env("PULSE_TEST_SMTP_PASSWORD", password)
+            .output()
+            .unwrap()
+    };
+    let ok = test_email("s3cret");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("sent a test email to oncall@example.com"));
+    let got = smtp::wait_messages(&server.maildir, 1);
+    assert!(smtp::subject(&got[0]).starts_with("[pulse] test email from "));
+
+    let wrong = test_email("wrong");
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        stderr.contains("535") || stderr.to_lowercase().contains("authentication"),
+        "a clear error: {stderr}"
+    );
+    assert!(
+        !stderr.contains("wrong"),
+        "the password is never printed: {stderr}"
+    );
+    assert_eq!(server.messages().len(), 1);
+}
+
+#[test]
+fn a_restart_while_firing_does_not_send_the_email_again() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let state = dir.path().join("state");
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let args = alert_args(
+        &url,
+        &["--log", path_str(&log), "--state-dir", path_str(&state)],
+    );
+    let mut sidecar = Sidecar::run(&args);
+    smtp::wait_messages(&server.maildir, 1);
+    sidecar.wait_metrics("sent", |m| {
+        m.get(
+            "pulse_notifications_total",
+            "alert=\"Stalled\",result=\"sent\"",
+        ) == Some(1.0)
+    });
+    // Kill only once the state says it was delivered (SMTP cannot tell a resend apart).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read(state.join("alerts.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| {
+            v["outbox"] == serde_json::json!([])
+                && v["lifecycle"]["alerts"]
+                    .as_object()
+                    .is_some_and(|a| !a.is_empty())
+        })
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delivery was never saved"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sidecar.kill9();
+
+    let sidecar = Sidecar::run(&args);
+    sidecar.wait_metrics("the alert still firing", |m| {
+        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"A\"") == Some(1.0)
+    });
+    append(&log, "  150/1000 (0 err) 1.0 req/s\n");
+    let all = smtp::wait_messages(&server.maildir, 2);
+    let subjects: Vec<String> = all.iter().map(|m| smtp::subject(m)).collect();
+    assert_eq!(
+        subjects.len(),
+        2,
+        "no second firing email after the restart: {subjects:?}"
+    );
+    assert!(subjects[1].contains("RESOLVED Stalled: A"), "{subjects:?}");
+}
