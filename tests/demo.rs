@@ -95,4 +95,21 @@ fn demo_serves_a_simulated_run_and_stops_by_itself() {
         status.success(),
         "--duration should end the demo cleanly: {status}"
     );
+    // Its alert emails are files in the demo folder: B1 finished, and B2's stall fired.
+    let mails: Vec<String> = std::fs::read_dir(demo_dir.join("mail"))
+        .expect("the demo writes its emails into mail/")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    let has = |text: &str| mails.iter().any(|m| m.contains(text));
+    assert!(
+        has("NOTICE PartitionFinished: B1_glaive"),
+        "{} emails",
+        mails.len()
+    );
+    assert!(
+        has("FIRING Stalled: B2_opencodeinstruct"),
+        "{} emails",
+        mails.len()
+    );
 }
