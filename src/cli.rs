@@ -23,6 +23,9 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Simulate a pipeline in a folder and watch it with the real sidecar.
     Demo(DemoArgs),
+    /// Show a run's status: from a sidecar (--url) or from the files directly (--log,
+    /// --outputs). Exit status 0 healthy, 1 alert firing or stalled, 2 error.
+    Status(Box<StatusArgs>),
     /// Send a test email through the configured transport and print the outcome.
     TestEmail(Box<RunArgs>),
     /// Validate a config file and print the effective configuration.
@@ -118,6 +121,25 @@ pub struct RunArgs {
     /// Read every input to its end, print the exposition to stdout, and exit.
     #[arg(long)]
     pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// A running sidecar [default: http://127.0.0.1:9721 unless --log or --outputs is given].
+    #[arg(long, value_name = "URL", conflicts_with_all = ["logs", "outputs"])]
+    pub url: Option<String>,
+    /// Print the /status JSON instead of the view.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh the view in place until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// How often --watch refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub interval: std::time::Duration,
+    /// Read the files directly (no sidecar needed): the same flags and config as `run`.
+    #[command(flatten)]
+    pub files: RunArgs,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,8 @@
 //! connection forever.
 
 use crate::metrics::{self, Exposition};
+use crate::model::Run;
+use crate::status::Status;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -16,6 +18,7 @@ use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -25,6 +28,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// What the handlers need.
 pub struct HttpState {
     pub registry: Registry,
+    /// The model, for `/status`.
+    pub run: Arc<Mutex<Run>>,
+    /// The host name `/status` gives.
+    pub host: String,
     /// Sources that have not yet read their inputs to the end once; ready at 0, so the first
     /// scrape after readiness shows the run.
     pub catching_up: Arc<AtomicUsize>,
@@ -81,7 +88,10 @@ pub async fn serve(
 
 fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    let known = matches!(path, "/" | "/metrics" | "/-/healthy" | "/-/ready");
+    let known = matches!(
+        path,
+        "/" | "/metrics" | "/status" | "/-/healthy" | "/-/ready"
+    );
     if !known {
         return text(
             StatusCode::NOT_FOUND,
@@ -104,6 +114,14 @@ fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             let body = metrics::encode(&state.registry, format);
             with_type(StatusCode::OK, format.content_type(), body)
         }
+        "/status" => {
+            let status = {
+                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
+                Status::from_run(&run, &state.host, crate::clock::now())
+            };
+            let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
+            with_type(StatusCode::OK, "application/json", body)
+        }
         "/-/healthy" => text(StatusCode::OK, "OK\n"),
         "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {
             text(StatusCode::OK, "OK\n")
@@ -112,11 +130,7 @@ fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             StatusCode::SERVICE_UNAVAILABLE,
             "reading the inputs for the first time\n",
         ),
-        _ => with_type(
-            StatusCode::OK,
-            "text/html; charset=utf-8",
-            LANDING.to_owned(),
-        ),
+        _ => with_type(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
     };
     if req.method() == Method::HEAD {
         *resp.body_mut() = Full::new(Bytes::new());
@@ -166,21 +180,9 @@ pub fn negotiate(accept: Option<&str>) -> Exposition {
     }
 }
 
-const LANDING: &str = r#"<!doctype html>
-<html lang="en">
-<head><meta charset="utf-8"><title>pipeline-pulse</title>
-<style>body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;line-height:1.5}</style>
-</head>
-<body>
-<h1>pipeline-pulse</h1>
-<p>Watches a batch-inference run and serves its progress to Prometheus.</p>
-<ul>
-<li><a href="/metrics">/metrics</a>: the Prometheus exposition</li>
-<li><a href="/-/healthy">/-/healthy</a> and <a href="/-/ready">/-/ready</a>: health checks</li>
-</ul>
-</body>
-</html>
-"#;
+/// The live status page: plain HTML, inline CSS and JS, no external assets (the node may have
+/// no internet, and a status page must not depend on a CDN). It polls `/status`.
+const PAGE: &str = include_str!("status/page.html");
 
 #[cfg(test)]
 mod tests {

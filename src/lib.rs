@@ -21,4 +21,5 @@ pub mod process_metrics;
 pub mod sidecar;
 pub mod source;
 pub mod state;
+pub mod status;
 pub mod tail;

@@ -1,23 +1,32 @@
 use anyhow::Context;
 use clap::Parser as _;
 use pipeline_pulse::alert::engine::send_test;
+use pipeline_pulse::cli::StatusArgs;
 use pipeline_pulse::cli::{Cli, Command, DemoArgs, RunArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
+use pipeline_pulse::probe::http_get::{self, Url};
+use pipeline_pulse::status::{self, Status};
 use pipeline_pulse::{demo, sidecar};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 /// Exit code for a bad configuration, as for a bad command line (clap uses 2 too).
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A one-shot status view is for reading, not for the sidecar's progress messages.
+    let default_level = match cli.command {
+        Command::Status(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => match load(&args) {
             Ok(config) => run(config, args.once),
@@ -33,6 +42,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Demo(args) => run_demo(args),
+        Command::Status(args) => return status(&args),
         Command::TestEmail(args) => match load(&args) {
             Ok(config) => test_email(&config),
             Err(e) => return config_error(&e),
@@ -76,6 +86,87 @@ fn run(config: Config, once: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     runtime()?.block_on(sidecar::serve(config, |_| {}, sidecar::shutdown_signal()))
+}
+
+/// Exit status of `status` when it cannot tell (unreachable sidecar, unreadable files).
+const EXIT_STATUS_ERROR: u8 = 2;
+
+fn status(args: &StatusArgs) -> ExitCode {
+    let files = &args.files;
+    let from_files = !files.logs.is_empty() || !files.outputs.is_empty() || files.config.is_some();
+    let color =
+        !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    loop {
+        let result = if from_files {
+            match load(files) {
+                Ok(config) => status_from_files(&config),
+                Err(e) => return config_error(&e),
+            }
+        } else {
+            status_from_url(args.url.as_deref().unwrap_or("http://127.0.0.1:9721"))
+        };
+        let code = match &result {
+            Ok(st) => {
+                let out = if args.json {
+                    serde_json::to_string_pretty(st).expect("a Status always serializes") + "\n"
+                } else {
+                    status::terminal::render(st, color)
+                };
+                if args.watch {
+                    // Home and clear, then the new view: it refreshes in place.
+                    print!("\x1b[H\x1b[2J");
+                }
+                print!("{out}");
+                let _ = std::io::stdout().flush();
+                st.exit_code()
+            }
+            Err(e) => {
+                eprintln!("pipeline-pulse status: {e:#}");
+                EXIT_STATUS_ERROR
+            }
+        };
+        if !args.watch {
+            return ExitCode::from(code);
+        }
+        std::thread::sleep(args.interval);
+    }
+}
+
+fn status_from_files(config: &Config) -> anyhow::Result<Status> {
+    let run = sidecar::read_once(config)?;
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((name, _)) = run
+        .collectors
+        .iter()
+        .find(|(name, c)| !c.up && ["log", "outputs"].contains(name))
+    {
+        anyhow::bail!("cannot read every {name} input; see the messages above");
+    }
+    let now = pipeline_pulse::clock::now();
+    Ok(Status::from_files(
+        &run,
+        &config.alerts.rules,
+        &config.alerts.context.host,
+        now,
+    ))
+}
+
+fn status_from_url(base: &str) -> anyhow::Result<Status> {
+    let url = Url::parse(&format!("{}/status", base.trim_end_matches('/')))
+        .map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (code, body) = runtime
+        .block_on(http_get::get(
+            &url,
+            std::time::Duration::from_secs(10),
+            64 * 1024 * 1024,
+        ))
+        .map_err(|e| anyhow::anyhow!("cannot reach the sidecar at {url}: {e}"))?;
+    anyhow::ensure!(code == 200, "{url} answered {code}");
+    serde_json::from_slice(&body)
+        .with_context(|| format!("{url} did not answer a pipeline-pulse status"))
 }
 
 fn test_email(config: &Config) -> anyhow::Result<()> {

@@ -81,6 +81,13 @@ fn gpu_reader(
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
+    let run = read_once(config)?;
+    Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
+}
+
+/// Reads every input to its end once (logs, outputs, one GPU sample, one probe round) and
+/// returns the model: `--once` and `status --log` without a sidecar.
+pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     let (run, mut logs, mut outputs, _) = model_and_sources(config)?;
     logs.poll();
     outputs.poll();
@@ -96,7 +103,7 @@ pub fn once(config: &Config) -> anyhow::Result<String> {
             .build()?
             .block_on(probes.round());
     }
-    Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
+    Ok(run)
 }
 
 /// A source running on its own thread; dropping `stop` ends it.
@@ -143,6 +150,8 @@ pub async fn serve(
     let catching_up = Arc::new(AtomicUsize::new(2 + usize::from(gpus.is_some())));
     let state = Arc::new(HttpState {
         registry: metrics::registry(run.clone()),
+        run: run.clone(),
+        host: config.alerts.context.host.clone(),
         catching_up: catching_up.clone(),
         header_read_timeout: config.header_read_timeout,
     });

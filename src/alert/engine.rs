@@ -114,6 +114,7 @@ impl Engine {
                 alert: s.alert.to_string(),
                 partition: s.partition,
                 firing: s.firing,
+                summary: s.summary,
             })
             .collect();
         if notifications.is_empty() {

@@ -58,6 +58,7 @@ pub struct AlertStatus {
     pub alert: AlertName,
     pub partition: Option<String>,
     pub firing: bool,
+    pub summary: String,
 }
 
 impl Lifecycle {
@@ -169,6 +170,7 @@ impl Lifecycle {
                 alert: t.condition.alert,
                 partition: t.condition.partition.clone(),
                 firing: t.firing_since.is_some(),
+                summary: t.condition.summary.clone(),
             })
             .collect()
     }

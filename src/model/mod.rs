@@ -77,6 +77,7 @@ pub struct AlertState {
     pub alert: String,
     pub partition: Option<String>,
     pub firing: bool,
+    pub summary: String,
 }
 
 /// Per-log counters, exported with a `path` label.

@@ -1,0 +1,282 @@
+//! The status of a run at a glance: one JSON document (`/status`), rendered for a terminal by
+//! `pipeline-pulse status` and for a browser by the page at `/`.
+//!
+//! The document is built from the model by a pure function; its schema is documented in the
+//! README and is what scripts may rely on.
+
+pub mod terminal;
+
+use crate::alert::rules::{self, History, Rules};
+use crate::alert::AlertName;
+use crate::model::{PartitionView, Run, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `/status` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub version: String,
+    pub host: String,
+    /// Unix seconds when the document was made.
+    pub generated_at: f64,
+    pub model: Option<String>,
+    /// No alert firing and no partition stalled.
+    pub healthy: bool,
+    pub run: RunStatus,
+    pub partitions: Vec<PartitionStatus>,
+    /// `None` when GPUs are not read.
+    pub gpus: Option<Vec<GpuStatus>>,
+    pub process: Option<ProcessStatus>,
+    pub server: Option<ServerStatus>,
+    /// Alerts pending or firing.
+    pub alerts: Vec<AlertStatus>,
+    /// Collector name → working.
+    pub collectors: BTreeMap<String, bool>,
+    /// The last lines of the logs.
+    pub log_tail: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStatus {
+    pub completed: u64,
+    pub planned: u64,
+    pub eta_seconds: Option<f64>,
+    pub tokens_per_second: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    pub name: String,
+    pub active: bool,
+    pub mode: Option<String>,
+    pub completed: Option<u64>,
+    pub planned: Option<u64>,
+    pub progress_ratio: Option<f64>,
+    pub errors: Option<u64>,
+    pub requests_per_second: Option<f64>,
+    pub tokens_per_second: Option<f64>,
+    pub eta_seconds: Option<f64>,
+    pub stall_seconds: Option<f64>,
+    pub restarts: u64,
+    /// A `Stalled` alert holds for this partition.
+    pub stalled: bool,
+    pub outputs: Option<OutputStatus>,
+    /// The log's completed count minus the records written.
+    pub log_output_gap: Option<i64>,
+    /// Log and outputs disagree by more than max(50, 2% of planned).
+    pub mismatch: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputStatus {
+    pub records: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub empty: u64,
+    pub invalid: u64,
+    pub tokens: u64,
+    pub last_write: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuStatus {
+    pub index: u32,
+    pub name: String,
+    pub utilization: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub temperature_celsius: Option<f64>,
+    pub power_watts: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessStatus {
+    pub up: bool,
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub up: Option<bool>,
+    pub running_requests: Option<f64>,
+    pub queued_requests: Option<f64>,
+    pub generation_tokens_per_second: Option<f64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertStatus {
+    pub alert: String,
+    pub partition: Option<String>,
+    pub firing: bool,
+    pub summary: String,
+}
+
+impl Status {
+    /// The status of a running sidecar: alerts as its alert engine tracks them.
+    pub fn from_run(run: &Run, host: &str, now: Seconds) -> Status {
+        let alerts = run
+            .alerts
+            .iter()
+            .map(|a| AlertStatus {
+                alert: a.alert.clone(),
+                partition: a.partition.clone(),
+                firing: a.firing,
+                summary: a.summary.clone(),
+            })
+            .collect();
+        build(run, host, now, alerts)
+    }
+
+    /// The status from a one-shot read of the files: every rule that holds now counts as
+    /// firing (there is no history to wait out a `for`); notices are not alerts.
+    pub fn from_files(run: &Run, rules: &Rules, host: &str, now: Seconds) -> Status {
+        let alerts = rules::evaluate(run, rules, &History::default(), now)
+            .into_iter()
+            .filter(|c| !c.alert.is_notice())
+            .map(|c| AlertStatus {
+                alert: c.alert.to_string(),
+                partition: c.partition,
+                firing: true,
+                summary: c.summary,
+            })
+            .collect();
+        build(run, host, now, alerts)
+    }
+
+    /// Exit status for scripts: 0 healthy, 1 when an alert fires or a partition stalls.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(!self.healthy)
+    }
+}
+
+fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Status {
+    let stalled = |name: &str| {
+        alerts.iter().any(|a: &AlertStatus| {
+            a.firing
+                && a.alert == AlertName::Stalled.as_str()
+                && a.partition.as_deref() == Some(name)
+        })
+    };
+    let views = run.views();
+    let partitions: Vec<PartitionStatus> = views
+        .iter()
+        .map(|v| partition(v, stalled(v.name), now))
+        .collect();
+    let totals = run.totals(now);
+    let tps: Vec<f64> = partitions
+        .iter()
+        .filter_map(|p| p.tokens_per_second)
+        .collect();
+    let healthy = !alerts.iter().any(|a| a.firing) && !partitions.iter().any(|p| p.stalled);
+    Status {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        host: host.to_owned(),
+        generated_at: now,
+        model: run.model_name.clone(),
+        healthy,
+        run: RunStatus {
+            completed: totals.completed,
+            planned: totals.planned,
+            eta_seconds: totals.eta_seconds,
+            tokens_per_second: (!tps.is_empty()).then(|| tps.iter().sum()),
+        },
+        partitions,
+        gpus: run.gpus.as_ref().map(|g| {
+            g.devices
+                .iter()
+                .map(|d| GpuStatus {
+                    index: d.index,
+                    name: d.name.clone(),
+                    utilization: d.utilization,
+                    memory_used_bytes: d.memory_used_bytes,
+                    memory_total_bytes: d.memory_total_bytes,
+                    temperature_celsius: d.temperature_celsius,
+                    power_watts: d.power_watts,
+                })
+                .collect()
+        }),
+        process: run.process.as_ref().map(|p| ProcessStatus {
+            up: p.up,
+            pid: p.pid,
+        }),
+        server: run.server.as_ref().map(|s| ServerStatus {
+            up: s.up,
+            running_requests: s.running_requests,
+            queued_requests: s.queued_requests,
+            generation_tokens_per_second: s.generation_tokens_per_second,
+            error: s.error.clone(),
+        }),
+        alerts,
+        collectors: run
+            .collectors
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.up))
+            .collect(),
+        log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
+    }
+}
+
+fn partition(v: &PartitionView<'_>, stalled: bool, now: Seconds) -> PartitionStatus {
+    let log = v.log;
+    let completed = v.completed();
+    let planned = v.planned();
+    PartitionStatus {
+        name: v.name.to_owned(),
+        active: log.is_some_and(|p| p.active),
+        mode: log.and_then(|p| p.mode.clone()),
+        completed,
+        planned,
+        progress_ratio: match (completed, planned) {
+            (Some(c), Some(p)) if p > 0 => Some((c as f64 / p as f64).min(1.0)),
+            _ => None,
+        },
+        errors: log.and_then(|p| p.errors),
+        requests_per_second: log.and_then(|p| p.requests_per_second),
+        tokens_per_second: v.completion_tokens_per_second(now),
+        eta_seconds: log.and_then(|p| p.eta_seconds(now)),
+        stall_seconds: log.and_then(|p| p.stall_seconds(now)),
+        restarts: log.map_or(0, |p| p.restarts),
+        stalled,
+        outputs: v.outputs.as_ref().map(|o| OutputStatus {
+            records: o.records,
+            bytes: o.bytes,
+            errors: o.errors,
+            empty: o.empty,
+            invalid: o.invalid,
+            tokens: o.tokens,
+            last_write: v.last_write,
+        }),
+        log_output_gap: v.log_output_gap(),
+        mismatch: v.log_output_mismatch(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{Parser, RunInference};
+
+    #[test]
+    fn stalled_partition_makes_the_run_unhealthy() {
+        let mut run = Run::new(&["log".into()]);
+        let parser = Parser::RunInference(RunInference);
+        for (t, line) in [
+            (0.0, "Processing: A"),
+            (0.0, "  10/100 (0 err) 1.0 req/s"),
+            (10.0, "  20/100 (0 err) 1.0 req/s"),
+        ] {
+            run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), t);
+        }
+        let fresh = Status::from_files(&run, &Rules::default(), "node", 20.0);
+        assert!(fresh.healthy);
+        assert_eq!(fresh.exit_code(), 0);
+        assert_eq!(fresh.partitions[0].progress_ratio, Some(0.2));
+        let later = Status::from_files(&run, &Rules::default(), "node", 10.0 + 3600.0);
+        assert!(!later.healthy);
+        assert!(later.partitions[0].stalled);
+        assert_eq!(later.exit_code(), 1);
+        let json = serde_json::to_string(&later).unwrap();
+        assert_eq!(serde_json::from_str::<Status>(&json).unwrap(), later);
+    }
+}

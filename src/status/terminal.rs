@@ -1,0 +1,311 @@
+//! `/status` for a terminal: what an engineer used to piece together from `tail`, `wc -l` and
+//! `nvidia-smi`, on one screen. Pure: a status in, text out; colour only when asked for.
+
+use super::{PartitionStatus, Status};
+use crate::alert::rules::human;
+use std::fmt::Write;
+
+const BAR: usize = 20;
+
+struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    fn wrap(&self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+    fn red(&self, s: &str) -> String {
+        self.wrap("1;31", s)
+    }
+    fn green(&self, s: &str) -> String {
+        self.wrap("32", s)
+    }
+    fn yellow(&self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+    fn bold(&self, s: &str) -> String {
+        self.wrap("1", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn bar(ratio: Option<f64>) -> String {
+    match ratio {
+        Some(r) => {
+            let filled = ((r.clamp(0.0, 1.0) * BAR as f64).round()) as usize;
+            format!(
+                "[{}{}] {:>3.0}%",
+                "█".repeat(filled),
+                "░".repeat(BAR - filled),
+                r * 100.0
+            )
+        }
+        None => format!("[{}]    ", " ".repeat(BAR)),
+    }
+}
+
+fn bytes(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / 1073741824.0)
+}
+
+/// Renders the status; `color` adds ANSI colours (for a TTY).
+pub fn render(status: &Status, color: bool) -> String {
+    let p = Paint { on: color };
+    let mut s = String::new();
+    let firing = status.alerts.iter().filter(|a| a.firing).count();
+    let verdict = if status.healthy {
+        p.green("HEALTHY")
+    } else if firing > 0 {
+        p.red(&format!(
+            "{firing} ALERT{}",
+            if firing == 1 { "" } else { "S" }
+        ))
+    } else {
+        p.red("STALLED")
+    };
+    let _ = writeln!(
+        s,
+        "{} · {} · {}   {verdict}",
+        p.bold("pipeline-pulse"),
+        status.host,
+        status.model.as_deref().unwrap_or("model unknown")
+    );
+    let r = &status.run;
+    let overall = (r.planned > 0).then(|| r.completed as f64 / r.planned as f64);
+    let _ = writeln!(
+        s,
+        "run {} {}/{} · ETA {} · {} tok/s\n",
+        bar(overall),
+        r.completed,
+        r.planned,
+        opt(r.eta_seconds.map(human)),
+        opt(r.tokens_per_second.map(|t| format!("{t:.0}")))
+    );
+    let name_width = status
+        .partitions
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    let _ = writeln!(
+        s,
+        "{}",
+        p.dim(&format!(
+            "  {:<name_width$}  {:<27}  {:>13}  {:>6}  {:>6}  {:>8}  {:>7}  {:>8}",
+            "PARTITION", "PROGRESS", "DONE/PLANNED", "ERRORS", "REQ/S", "TOK/S", "ETA", "STALLED"
+        ))
+    );
+    for part in &status.partitions {
+        s += &partition_line(part, name_width, &p);
+    }
+    if let Some(gpus) = &status.gpus {
+        let _ = writeln!(s, "\n{}", p.dim("  GPU  NAME                       UTIL                MEMORY              TEMP   POWER"));
+        for g in gpus {
+            let util = g.utilization.unwrap_or(0.0);
+            let filled = (util.clamp(0.0, 1.0) * 10.0).round() as usize;
+            let _ = writeln!(
+                s,
+                "  {:>3}  {:<25}  [{}{}] {:>4}  {:>18}  {:>5}  {:>6}",
+                g.index,
+                g.name.chars().take(25).collect::<String>(),
+                "█".repeat(filled),
+                "░".repeat(10 - filled),
+                opt(g.utilization.map(|u| format!("{:.0}%", u * 100.0))),
+                match (g.memory_used_bytes, g.memory_total_bytes) {
+                    (Some(u), Some(t)) => format!("{}/{}", bytes(u), bytes(t)),
+                    _ => "-".into(),
+                },
+                opt(g.temperature_celsius.map(|t| format!("{t:.0}°C"))),
+                opt(g.power_watts.map(|w| format!("{w:.0} W")))
+            );
+        }
+    } else {
+        let _ = writeln!(s, "\n  GPUs: not read");
+    }
+    s.push('\n');
+    match &status.process {
+        Some(pr) if pr.up => {
+            let _ = writeln!(s, "  process: {} (pid {})", p.green("running"), opt(pr.pid));
+        }
+        Some(_) => {
+            let _ = writeln!(s, "  process: {}", p.red("NOT RUNNING"));
+        }
+        None => {
+            let _ = writeln!(s, "  process: {}", p.dim("not probed"));
+        }
+    }
+    match &status.server {
+        Some(sv) => {
+            let health = match sv.up {
+                Some(true) => p.green("up"),
+                Some(false) => p.red("DOWN"),
+                None => p.dim("health not probed"),
+            };
+            let _ = writeln!(
+                s,
+                "  server:  {health}, {} running, {} queued, {} tok/s{}",
+                opt(sv.running_requests.map(|v| format!("{v:.0}"))),
+                opt(sv.queued_requests.map(|v| format!("{v:.0}"))),
+                opt(sv.generation_tokens_per_second.map(|v| format!("{v:.0}"))),
+                sv.error
+                    .as_ref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
+        }
+    }
+    if !status.alerts.is_empty() {
+        let _ = writeln!(s, "\n  {}", p.bold("ALERTS"));
+        for a in &status.alerts {
+            let state = if a.firing {
+                p.red("FIRING ")
+            } else {
+                p.yellow("pending")
+            };
+            let what = match &a.partition {
+                Some(part) => format!("{} ({part})", a.alert),
+                None => a.alert.clone(),
+            };
+            let _ = writeln!(s, "  {state} {what}: {}", a.summary);
+        }
+    }
+    s
+}
+
+fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> String {
+    let marker = if part.active { "▶" } else { " " };
+    let stalled = match part.stall_seconds {
+        Some(secs) if part.stalled => p.red(&format!("{:>8}", human(secs))),
+        Some(secs) => format!("{:>8}", human(secs)),
+        None => format!("{:>8}", "-"),
+    };
+    let mut line = format!(
+        "{marker} {:<name_width$}  {}  {:>13}  {:>6}  {:>6}  {:>8}  {:>7}  {stalled}\n",
+        part.name,
+        bar(part.progress_ratio),
+        format!("{}/{}", opt(part.completed), opt(part.planned)),
+        opt(part.errors),
+        opt(part.requests_per_second.map(|r| format!("{r:.1}"))),
+        opt(part.tokens_per_second.map(|t| format!("{t:.0}"))),
+        opt(part.eta_seconds.map(human)),
+    );
+    if let Some(o) = &part.outputs {
+        let gap = part
+            .log_output_gap
+            .map(|g| format!(", log − records = {g}"))
+            .unwrap_or_default();
+        let warn = if part.mismatch {
+            format!("  {}", p.yellow("⚠ the log and the output files disagree"))
+        } else {
+            String::new()
+        };
+        line += &format!(
+            "  {:<name_width$}  {}{warn}\n",
+            "",
+            p.dim(&format!(
+                "outputs: {} records, {} errors, {} empty, {} invalid{gap}",
+                o.records, o.errors, o.empty, o.invalid
+            ))
+        );
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{AlertStatus, OutputStatus, RunStatus};
+
+    fn status() -> Status {
+        let part = |name: &str, completed, planned, active| PartitionStatus {
+            name: name.into(),
+            active,
+            mode: None,
+            completed: Some(completed),
+            planned: Some(planned),
+            progress_ratio: Some(completed as f64 / planned as f64),
+            errors: Some(0),
+            requests_per_second: Some(1.0),
+            tokens_per_second: Some(300.0),
+            eta_seconds: Some(600.0),
+            stall_seconds: active.then_some(900.0),
+            restarts: 0,
+            stalled: active,
+            outputs: Some(OutputStatus {
+                records: completed - 200,
+                bytes: 0,
+                errors: 0,
+                empty: 0,
+                invalid: 0,
+                tokens: 0,
+                last_write: None,
+            }),
+            log_output_gap: Some(200),
+            mismatch: true,
+        };
+        Status {
+            version: "0".into(),
+            host: "gpu-node-01".into(),
+            generated_at: 0.0,
+            model: Some("kimi".into()),
+            healthy: false,
+            run: RunStatus {
+                completed: 1400,
+                planned: 2000,
+                eta_seconds: Some(600.0),
+                tokens_per_second: Some(300.0),
+            },
+            partitions: vec![
+                part("B1_glaive", 1000, 1000, false),
+                part("B2_code", 400, 1000, true),
+            ],
+            gpus: None,
+            process: None,
+            server: None,
+            alerts: vec![AlertStatus {
+                alert: "Stalled".into(),
+                partition: Some("B2_code".into()),
+                firing: true,
+                summary: "no progress for 15m (cause unknown)".into(),
+            }],
+            collectors: Default::default(),
+            log_tail: vec![],
+        }
+    }
+
+    #[test]
+    fn plain_view_has_every_figure() {
+        let text = render(&status(), false);
+        assert!(text.contains("1 ALERT"), "{text}");
+        assert!(text.contains("B1_glaive") && text.contains("[████████████████████] 100%"));
+        assert!(text.contains("▶ B2_code") && text.contains(" 40%") && text.contains("400/1000"));
+        assert!(
+            text.contains("outputs: 200 records")
+                && text.contains("⚠ the log and the output files disagree")
+        );
+        assert!(text.contains("FIRING  Stalled (B2_code): no progress for 15m"));
+        assert!(text.contains("GPUs: not read"));
+        assert!(!text.contains('\x1b'), "no colour unless asked");
+    }
+
+    #[test]
+    fn colour_on_request() {
+        let text = render(&status(), true);
+        assert!(text.contains("\x1b[1;31m1 ALERT\x1b[0m"));
+    }
+}
