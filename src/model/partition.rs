@@ -178,8 +178,10 @@ impl Partition {
         match self.measured_rate(now) {
             Some(rate) if rate > 0.0 => Some(remaining as f64 / rate),
             _ => {
-                let eta = self.logged_eta_seconds?;
-                Some((eta - (now - self.logged_eta_at?).max(0.0)).max(0.0))
+                // Counted down to nothing with work left: the logged figure no longer says
+                // anything, and "0s" would claim the partition is about to finish.
+                let left = self.logged_eta_seconds? - (now - self.logged_eta_at?).max(0.0);
+                (left > 0.0).then_some(left)
             }
         }
     }
