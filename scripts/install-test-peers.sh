@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
-# aiosmtpd (a real SMTP server), and openssl (certificates for the STARTTLS test).
+# aiosmtpd (a real SMTP server), openssl (certificates for the STARTTLS test) and Chromium
+# (renders the status page).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
+command -v chromium >/dev/null || need+=(chromium)
 # Debian's aiosmtpd imports only under /usr/bin/python3.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
 if [ ${#need[@]} -eq 0 ]; then
