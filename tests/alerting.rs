@@ -331,23 +331,14 @@ fn a_restart_while_firing_does_not_send_the_email_again() {
         ) == Some(1.0)
     });
     // Kill only once the state says it was delivered (SMTP cannot tell a resend apart).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !std::fs::read(state.join("alerts.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| {
+    wait_for("the delivery to be saved", || {
+        read_json(&state.join("alerts.json")).is_some_and(|v| {
             v["outbox"] == serde_json::json!([])
                 && v["lifecycle"]["alerts"]
                     .as_object()
                     .is_some_and(|a| !a.is_empty())
         })
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the delivery was never saved"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     sidecar.kill9();
 
     let sidecar = Sidecar::run(&args);

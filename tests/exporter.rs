@@ -108,11 +108,7 @@ fn started_mid_run_the_first_scrape_shows_the_run() {
     std::fs::write(&log, text).unwrap();
     let sidecar = Sidecar::run(&["--log", path_str(&log)]);
     // Readiness means the backlog is read; the very first scrape after it has the run.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while sidecar.get("/-/ready").status != 200 {
-        assert!(std::time::Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("readiness", || sidecar.get("/-/ready").status == 200);
     let m = sidecar.metrics();
     assert_eq!(
         m.partition("pulse_partition_requests_completed", "B1_glaive"),

@@ -225,11 +225,9 @@ fn counts_resume_across_a_sidecar_kill() {
     let mut sidecar = Sidecar::run(&args);
     sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
     let snapshot = state.join("outputs.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string(&snapshot).is_ok_and(|s| s.contains("\"records\":5")) {
-        assert!(std::time::Instant::now() < deadline, "no outputs snapshot");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("an outputs snapshot with 5 records", || {
+        std::fs::read_to_string(&snapshot).is_ok_and(|s| s.contains("\"records\":5"))
+    });
     sidecar.kill9();
     append(&raw, &sglang(10, "stop", "b").repeat(3));
     let sidecar = Sidecar::run(&args);

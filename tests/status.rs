@@ -40,6 +40,25 @@ fn troubled_run(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     )
 }
 
+/// A sidecar on the troubled run, once its Stalled alert fires.
+fn troubled_sidecar(dir: &std::path::Path) -> Sidecar {
+    let (log, outputs) = troubled_run(dir);
+    let sidecar = Sidecar::run(&[
+        "--log",
+        path_str(&log),
+        "--outputs",
+        &outputs,
+        "--gpu",
+        "simulated",
+        "--alert-interval",
+        "100ms",
+    ]);
+    sidecar.wait_metrics("the stall firing", |m| {
+        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B2\"") == Some(1.0)
+    });
+    sidecar
+}
+
 fn status(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(BIN).arg("status").args(args).output().unwrap();
     (
@@ -144,20 +163,7 @@ fn exit_codes() {
 #[test]
 fn view_of_a_running_sidecar_and_watch() {
     let dir = temp_dir();
-    let (log, outputs) = troubled_run(dir.path());
-    let sidecar = Sidecar::run(&[
-        "--log",
-        path_str(&log),
-        "--outputs",
-        &outputs,
-        "--gpu",
-        "simulated",
-        "--alert-interval",
-        "100ms",
-    ]);
-    sidecar.wait_metrics("the stall firing", |m| {
-        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B2\"") == Some(1.0)
-    });
+    let sidecar = troubled_sidecar(dir.path());
     let url = format!("http://{}", sidecar.addr);
     let (code, out, err) = status(&["--url", &url]);
     assert_eq!(code, Some(1), "{out}{err}");
@@ -187,20 +193,7 @@ fn view_of_a_running_sidecar_and_watch() {
 fn the_status_page_renders_in_a_real_browser() {
     let chromium = require_tool("chromium", "chromium");
     let dir = temp_dir();
-    let (log, outputs) = troubled_run(dir.path());
-    let sidecar = Sidecar::run(&[
-        "--log",
-        path_str(&log),
-        "--outputs",
-        &outputs,
-        "--gpu",
-        "simulated",
-        "--alert-interval",
-        "100ms",
-    ]);
-    sidecar.wait_metrics("the stall firing", |m| {
-        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B2\"") == Some(1.0)
-    });
+    let sidecar = troubled_sidecar(dir.path());
     let profile = dir.path().join("chromium-profile");
     let out = Command::new(chromium)
         .args([

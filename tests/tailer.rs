@@ -267,18 +267,9 @@ with open(sys.argv[1], 'a') as f:
     sidecar.wait_metrics("the first 3001 lines", |m| lines_total(m, &log) == 3001.0);
     // Once a snapshot holds them, kill without warning.
     let snapshot = state.join("snapshot.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read(&snapshot)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v["run"]["logs"][0]["lines"] == 3001)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no snapshot with 3001 lines"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("a snapshot with 3001 lines", || {
+        read_json(&snapshot).is_some_and(|v| v["run"]["logs"][0]["lines"] == 3001)
+    });
     sidecar.kill9();
 
     // While the sidecar is down: more lines, then a rename rotation. Lines in the rotated
