@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
 # aiosmtpd (a real SMTP server), openssl (certificates for the STARTTLS test) and Chromium
-# (renders the status page).
+# (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
+# systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
@@ -10,9 +11,19 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
 command -v chromium >/dev/null || need+=(chromium)
+command -v amtool >/dev/null || need+=(prometheus-alertmanager)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 # Debian's aiosmtpd imports only under /usr/bin/python3.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
+install_pip() {
+    command -v kubernetes-validate >/dev/null && return 0
+    # Debian's own Python refuses a plain pip install; it needs --break-system-packages.
+    python3 -m pip install --quiet kubernetes-validate 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages kubernetes-validate
+    command -v pyenv >/dev/null && pyenv rehash || true
+}
 if [ ${#need[@]} -eq 0 ]; then
+    install_pip
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,3 +34,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+install_pip
