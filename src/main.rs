@@ -216,7 +216,7 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
             println!("  progress log:  {log}");
             println!("  outputs:       {outputs}");
             println!("  metrics:       http://{addr}/metrics");
-            println!("  landing page:  http://{addr}/");
+            println!("  status page:   http://{addr}/");
             println!("  alert emails:  {mail}/*.eml (written as files, not sent)");
             println!("GPUs are simulated (eight, named \"simulated\").");
             println!("It stalls for a while in B2_opencodeinstruct and restarts B3_longform once. Ctrl-C stops it.");

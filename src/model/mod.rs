@@ -169,14 +169,24 @@ impl Run {
                 p.max_tokens = max_tokens.or(p.max_tokens);
             }
             Event::Progress(progress) => {
-                let name = match progress.partition {
-                    Some(named) => {
-                        self.switch_to(log, named);
-                        named.to_owned()
+                match progress.partition {
+                    Some(named) => self.switch_to(log, named),
+                    None => {
+                        self.current(log);
                     }
-                    None => self.current(log).to_owned(),
-                };
-                self.partition_mut(&name).progress(&progress, now);
+                }
+                // The hot path: borrow the name from the log's state, allocate nothing.
+                let name = self.logs[log]
+                    .current
+                    .as_deref()
+                    .unwrap_or(DEFAULT_PARTITION);
+                match self.partitions.get_mut(name) {
+                    Some(p) => p.progress(&progress, now),
+                    None => {
+                        let name = name.to_owned();
+                        self.partition_mut(&name).progress(&progress, now);
+                    }
+                }
             }
         }
     }

@@ -49,8 +49,13 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if digits == 0 {
         return None;
     }
-    Some(mantissa as f64 / 10f64.powi(scale.unwrap_or(0) as i32))
+    Some(mantissa as f64 / POW10[scale.unwrap_or(0) as usize])
 }
+
+/// Exact powers of ten; `powi` is a library call that cost a sixth of the ingest time.
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
 
 /// Splits off the leading run of ASCII digits: `b"217tok"` → (`b"217"`, `b"tok"`).
 pub fn leading_digits(s: &[u8]) -> (&[u8], &[u8]) {
