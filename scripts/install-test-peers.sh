@@ -17,6 +17,9 @@ command -v systemd-analyze >/dev/null || need+=(systemd)
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
 install_pip() {
     command -v kubernetes-validate >/dev/null && return 0
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+    fi
     # Debian's own Python refuses a plain pip install; it needs --break-system-packages.
     python3 -m pip install --quiet kubernetes-validate 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages kubernetes-validate
