@@ -8,6 +8,7 @@
 
 use crate::model::Run;
 use crate::tail::{Position, TailStats};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -55,9 +56,29 @@ impl StateDir {
         self.dir.join(name)
     }
 
-    /// The last snapshot, if there is a usable one. Problems are logged, never fatal.
+    /// The last log snapshot, if there is a usable one. Problems are logged, never fatal.
     pub fn load(&self) -> Option<Snapshot> {
-        let path = self.snapshot_path();
+        let s: Snapshot = self.load_json(SNAPSHOT)?;
+        if s.version != VERSION {
+            tracing::warn!(
+                "ignoring the snapshot {}: version {} is not {VERSION}; reading the logs from the start",
+                self.snapshot_path().display(),
+                s.version
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    /// Writes the log snapshot atomically.
+    pub fn save(&self, snapshot: &Snapshot) -> io::Result<()> {
+        self.save_json(SNAPSHOT, snapshot)
+    }
+
+    /// Reads the state file `name`. Missing is `None`; unreadable or corrupt is logged and
+    /// `None` too: a state file never stops the sidecar, it only saves it work.
+    pub fn load_json<T: DeserializeOwned>(&self, name: &str) -> Option<T> {
+        let path = self.path(name);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
@@ -66,30 +87,20 @@ impl StateDir {
                 return None;
             }
         };
-        match serde_json::from_slice::<Snapshot>(&bytes) {
-            Ok(s) if s.version == VERSION => Some(s),
-            Ok(s) => {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| {
                 tracing::warn!(
-                    "ignoring the snapshot {}: version {} is not {VERSION}; reading the logs from the start",
-                    path.display(),
-                    s.version
-                );
-                None
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "ignoring the corrupt snapshot {}: {e}; reading the logs from the start",
+                    "ignoring the corrupt snapshot {}: {e}; starting afresh",
                     path.display()
-                );
-                None
-            }
-        }
+                )
+            })
+            .ok()
     }
 
-    /// Writes the snapshot atomically.
-    pub fn save(&self, snapshot: &Snapshot) -> io::Result<()> {
-        let bytes = serde_json::to_vec(snapshot).map_err(io::Error::other)?;
-        write_atomic(&self.snapshot_path(), &bytes)
+    /// Writes the state file `name` atomically.
+    pub fn save_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+        write_atomic(&self.path(name), &bytes)
     }
 }
 

@@ -12,9 +12,8 @@ use super::lifecycle::Lifecycle;
 use super::rules::{self, History, Rules};
 use crate::clock;
 use crate::model::{AlertState, Run};
-use crate::state::{write_atomic, StateDir};
+use crate::state::StateDir;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,7 +52,7 @@ struct Saved {
 pub struct Engine {
     config: AlertConfig,
     run: Arc<Mutex<Run>>,
-    path: Option<PathBuf>,
+    state: Option<StateDir>,
     saved: Saved,
     transport: Option<Transport>,
 }
@@ -61,8 +60,7 @@ pub struct Engine {
 impl Engine {
     /// Resumes the saved alert state, if a state directory holds one.
     pub fn new(config: AlertConfig, run: Arc<Mutex<Run>>, state: Option<&StateDir>) -> Engine {
-        let path = state.map(|s| s.path(SAVED));
-        let saved = path.as_deref().map(load).unwrap_or_default();
+        let saved: Saved = state.and_then(|s| s.load_json(SAVED)).unwrap_or_default();
         if !saved.outbox.is_empty() {
             tracing::info!(
                 "{} undelivered notification(s) from before the restart",
@@ -72,7 +70,7 @@ impl Engine {
         Engine {
             config,
             run,
-            path,
+            state: state.cloned(),
             saved,
             transport: None,
         }
@@ -209,14 +207,14 @@ impl Engine {
     }
 
     fn save(&self) {
-        let Some(path) = &self.path else {
+        let Some(state) = &self.state else {
             return;
         };
-        let result = serde_json::to_vec(&self.saved)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| write_atomic(path, &bytes));
-        if let Err(e) = result {
-            tracing::warn!("cannot save the alert state {}: {e}", path.display());
+        if let Err(e) = state.save_json(SAVED, &self.saved) {
+            tracing::warn!(
+                "cannot save the alert state {}: {e}",
+                state.path(SAVED).display()
+            );
         }
     }
 }
@@ -225,20 +223,6 @@ fn count(run: &mut Run, alert: &str, result: &str) {
     *run.notifications
         .entry((alert.to_owned(), result.to_owned()))
         .or_default() += 1;
-}
-
-fn load(path: &std::path::Path) -> Saved {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            tracing::warn!("ignoring the corrupt alert state {}: {e}", path.display());
-            Saved::default()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Saved::default(),
-        Err(e) => {
-            tracing::warn!("ignoring the alert state {}: {e}", path.display());
-            Saved::default()
-        }
-    }
 }
 
 /// `test-email`: one message through the configured transport, now, without the outbox.

@@ -11,7 +11,7 @@ pub mod record;
 use crate::clock;
 use crate::config::OutputConfig;
 use crate::model::{InputFile, OutputFile, OutputStats, Run, DEFAULT_PARTITION};
-use crate::state::{write_atomic, StateDir};
+use crate::state::StateDir;
 use crate::tail::{Follower, Position, TailStats, Tailed};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -71,7 +71,10 @@ impl OutputSource {
         run: Arc<Mutex<Run>>,
         state: Option<StateDir>,
     ) -> OutputSource {
-        let saved = state.as_ref().map(load).unwrap_or_default();
+        let saved = state
+            .as_ref()
+            .and_then(|s| s.load_json(SNAPSHOT))
+            .unwrap_or_default();
         OutputSource {
             outputs: outputs.to_vec(),
             inputs: inputs.to_vec(),
@@ -178,12 +181,8 @@ impl OutputSource {
                 )
             })
             .collect();
-        let path = state.path(SNAPSHOT);
-        let result = serde_json::to_vec(&files)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| write_atomic(&path, &bytes));
-        if let Err(e) = result {
-            tracing::warn!("cannot save {}: {e}", path.display());
+        if let Err(e) = state.save_json(SNAPSHOT, &files) {
+            tracing::warn!("cannot save {}: {e}", state.path(SNAPSHOT).display());
         }
     }
 }
@@ -298,24 +297,6 @@ pub fn partition_of(path: &Path) -> String {
         .filter(|n| !n.is_empty())
         .unwrap_or(DEFAULT_PARTITION)
         .to_owned()
-}
-
-fn load(state: &StateDir) -> BTreeMap<String, SavedFile> {
-    let path = state.path(SNAPSHOT);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            tracing::warn!(
-                "ignoring the corrupt snapshot {}: {e}; counting outputs again",
-                path.display()
-            );
-            BTreeMap::new()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-        Err(e) => {
-            tracing::warn!("ignoring the snapshot {}: {e}", path.display());
-            BTreeMap::new()
-        }
-    }
 }
 
 #[cfg(test)]
