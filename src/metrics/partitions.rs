@@ -1,7 +1,7 @@
 //! Per-partition, pipeline and whole-run families: what the log and the output files say.
 
 use super::{family, info};
-use crate::model::{PartitionView, Run, Seconds};
+use crate::model::{PartitionView, Run, RunTotals, Seconds};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -113,7 +113,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
     if views.is_empty() {
         return Ok(());
     }
-    let totals = run.totals(now);
+    let totals = RunTotals::of(&views, now);
     super::gauge(
         enc,
         "pulse_run_requests_completed",

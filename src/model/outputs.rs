@@ -233,10 +233,19 @@ impl Run {
             window.push(now, tokens as f64);
         }
     }
+}
 
-    /// Whole-run figures: completed, planned and the ETA from the current rate.
-    pub fn totals(&self, now: Seconds) -> RunTotals {
-        let views = self.views();
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunTotals {
+    pub completed: u64,
+    pub planned: u64,
+    pub eta_seconds: Option<f64>,
+}
+
+impl RunTotals {
+    /// Whole-run figures from the views a caller already has: completed, planned, and the
+    /// ETA from the current rate.
+    pub fn of(views: &[PartitionView<'_>], now: Seconds) -> RunTotals {
         let completed = views.iter().filter_map(|v| v.completed()).sum();
         let planned = views.iter().filter_map(|v| v.planned()).sum();
         let rate: f64 = views
@@ -257,13 +266,6 @@ impl Run {
             },
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunTotals {
-    pub completed: u64,
-    pub planned: u64,
-    pub eta_seconds: Option<f64>,
 }
 
 #[cfg(test)]
@@ -338,7 +340,7 @@ mod tests {
         assert_eq!(a.planned(), Some(60));
         assert_eq!(a.log_output_gap(), None);
         assert!(!a.log_output_mismatch());
-        let totals = run.totals(0.0);
+        let totals = RunTotals::of(&run.views(), 0.0);
         assert_eq!((totals.completed, totals.planned), (30, 60));
     }
 
@@ -405,7 +407,7 @@ mod tests {
         ] {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), at);
         }
-        let totals = run.totals(100.0);
+        let totals = RunTotals::of(&run.views(), 100.0);
         assert_eq!(totals.eta_seconds, Some(350.0));
     }
 

@@ -8,7 +8,7 @@ pub mod terminal;
 
 use crate::alert::rules::{self, History, Rules};
 use crate::alert::AlertName;
-use crate::model::{PartitionView, Run, Seconds};
+use crate::model::{PartitionView, Run, RunTotals, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -163,7 +163,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         .iter()
         .map(|v| partition(v, stalled(v.name), now))
         .collect();
-    let totals = run.totals(now);
+    let totals = RunTotals::of(&views, now);
     let tps: Vec<f64> = partitions
         .iter()
         .filter_map(|p| p.tokens_per_second)
