@@ -12,13 +12,14 @@
 
 mod common;
 
+use common::prometheus::Prometheus;
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DASHBOARD: &str = "grafana/pipeline-pulse.json";
@@ -35,24 +36,6 @@ fn repo_file(relative: &str) -> PathBuf {
 fn read_repo(relative: &str) -> String {
     let path = repo_file(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-/// A child process, killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    })
 }
 
 /// A test peer that comes from PyPI, not apt. Missing: fail and say how to install it.
@@ -76,55 +59,6 @@ fn alertmanager_binary() -> PathBuf {
                  prometheus-alertmanager"
             )
         })
-}
-
-/// One HTTP/1.0 request (so the answer is never chunked), read to the end. `None` while
-/// nothing answers.
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let raw = String::from_utf8_lossy(&raw);
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
-}
-
-/// The JSON body of a GET, whatever its status (Prometheus explains a bad query in JSON).
-fn get_json(addr: SocketAddr, path: &str) -> Option<Value> {
-    let (_, body) = http(addr, "GET", path, "")?;
-    serde_json::from_str(&body).ok()
-}
-
-fn url_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Polls `ok` until it holds; fails naming `what` after `limit`. (`wait_for` with a limit of
-/// our own: Prometheus scrapes for the first time about 6 s after it starts.)
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Runs a command to its end; returns whether it succeeded and what it said on stdout and
@@ -375,72 +309,35 @@ fn the_dashboard_is_structurally_sound() {
 
 /// A Prometheus that scrapes `targets` every second through file_sd (the job name of
 /// deploy/prometheus/prometheus.yml) and evaluates the shipped rule files every second.
-struct Prometheus {
-    _child: Killed,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(targets: &[SocketAddr]) -> Prometheus {
-        let binary = require_tool("prometheus", "prometheus");
-        let dir = temp_dir();
-        let sd_file = dir.path().join("targets.json");
-        let listed: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
+    let listed: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+    Prometheus::start(|dir| {
+        let sd_file = dir.join("targets.json");
         std::fs::write(
             &sd_file,
             format!("[{{\"targets\": [{}]}}]\n", listed.join(", ")),
         )
         .unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 rule_files:\n  - '{}'\n  - '{}'\n\
-                 scrape_configs:\n  - job_name: pipeline-pulse\n    file_sd_configs:\n      - files: ['{}']\n",
-                repo_file(ALERT_RULES).display(),
-                repo_file(RECORDING_RULES).display(),
-                sd_file.display()
-            ),
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - '{}'\n  - '{}'\n\
+             scrape_configs:\n  - job_name: pipeline-pulse\n    file_sd_configs:\n      - files: ['{}']\n",
+            repo_file(ALERT_RULES).display(),
+            repo_file(RECORDING_RULES).display(),
+            sd_file.display()
         )
-        .unwrap();
-        let port = free_port();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        Prometheus {
-            _child: Killed(child),
-            addr: format!("127.0.0.1:{port}").parse().unwrap(),
-            _dir: dir,
-        }
-    }
+    })
+}
 
-    fn query(&self, expr: &str) -> Option<Value> {
-        get_json(
-            self.addr,
-            &format!("/api/v1/query?query={}", url_encode(expr)),
-        )
-    }
-
-    /// The values of `label` among the series of an instant query.
-    fn label_values(&self, expr: &str, label: &str) -> BTreeSet<String> {
-        let answer = self.query(expr).unwrap_or_default();
-        answer["data"]["result"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["metric"][label].as_str().map(str::to_owned))
-            .collect()
-    }
+/// The values of `label` among the series of an instant query.
+fn label_values(prometheus: &Prometheus, expr: &str, label: &str) -> BTreeSet<String> {
+    let answer = prometheus.query(expr).unwrap_or_default();
+    answer["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["metric"][label].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// A static HTTP server in `dir` answering `/health` and `/metrics` (an SGLang exposition):
@@ -471,7 +368,7 @@ fn fake_inference_server(dir: &Path) -> (Killed, u16) {
     let server = Killed(child);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_for("the fake inference server to answer", || {
-        matches!(http(addr, "GET", "/health", ""), Some((200, _)))
+        matches!(try_http(addr, "GET", "/health", ""), Some((200, _)))
     });
     (server, port)
 }
@@ -611,17 +508,17 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
     }
     let targets: Vec<SocketAddr> = sidecars.iter().map(|s| s.addr).collect();
     let instances: BTreeSet<String> = targets.iter().map(|t| t.to_string()).collect();
-    let prometheus = Prometheus::start(&targets);
+    let prometheus = start_prometheus(&targets);
     wait_until(
         "Prometheus to scrape the three sidecars",
         Duration::from_secs(60),
-        || prometheus.label_values("up{job=\"pipeline-pulse\"} == 1", "instance") == instances,
+        || label_values(&prometheus, "up{job=\"pipeline-pulse\"} == 1", "instance") == instances,
     );
 
     // The variables, as Grafana would fill them with "All" selected.
     let dashboard: Value = serde_json::from_str(&read_repo(DASHBOARD)).unwrap();
     let (expr, label) = split_label_values(&variable_query(variable(&dashboard, "instance")));
-    let nodes = prometheus.label_values(&expr, &label);
+    let nodes = label_values(&prometheus, &expr, &label);
     assert_eq!(
         nodes, instances,
         "the node variable lists the scraped sidecars"
@@ -635,7 +532,7 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
         "the partition variable to list the demo's three partitions",
         Duration::from_secs(30),
         || {
-            partitions = prometheus.label_values(&expr, &label);
+            partitions = label_values(&prometheus, &expr, &label);
             partitions.len() == 3
         },
     );
@@ -847,7 +744,7 @@ fn alertmanager_takes_the_config_and_inhibits_like_the_sidecar() {
     );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_for("Alertmanager to be ready", || {
-        matches!(http(addr, "GET", "/-/ready", ""), Some((200, _)))
+        matches!(try_http(addr, "GET", "/-/ready", ""), Some((200, _)))
     });
 
     // Node 01: the driver exited; node 02: the server is down; node 03: no cause known.
@@ -869,7 +766,7 @@ fn alertmanager_takes_the_config_and_inhibits_like_the_sidecar() {
             )
         })
         .collect();
-    let posted = http(
+    let posted = try_http(
         addr,
         "POST",
         "/api/v2/alerts",

@@ -2,9 +2,10 @@
 
 mod common;
 
+use common::prometheus::Prometheus;
 use common::*;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A log with every line kind, several partitions, a restart and noise.
 fn rich_log(dir: &tempfile::TempDir) -> std::path::PathBuf {
@@ -108,91 +109,15 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
     );
 }
 
-/// A Prometheus server on a free loopback port, killed when dropped.
-struct Prometheus {
-    child: std::process::Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn scraping(targets: &[std::net::SocketAddr]) -> Prometheus {
-        let binary = require_tool("prometheus", "prometheus");
-        let dir = temp_dir();
-        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pulse\n    static_configs:\n      - targets: [{}]\n",
-                targets.join(", ")
-            ),
+/// A Prometheus that scrapes `targets` every second.
+fn scraping(targets: &[std::net::SocketAddr]) -> Prometheus {
+    let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+    Prometheus::start(|_| {
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pulse\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
         )
-        .unwrap();
-        let port = free_port();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        Prometheus {
-            child,
-            url: format!("127.0.0.1:{port}"),
-            _dir: dir,
-        }
-    }
-
-    /// Runs an instant query; `None` until Prometheus answers.
-    fn query(&self, expr: &str) -> Option<serde_json::Value> {
-        let encoded: String = expr
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let addr = self.url.parse().ok()?;
-        let resp = std::panic::catch_unwind(|| {
-            http_get(addr, "GET", &format!("/api/v1/query?query={encoded}"), None)
-        })
-        .ok()?;
-        let body = resp
-            .body
-            .split_once('{')
-            .map(|(_, rest)| format!("{{{rest}"))?;
-        serde_json::from_str::<serde_json::Value>(body.trim_end_matches(|c| c != '}')).ok()
-    }
-
-    /// The first sample's value of an instant query, polled until present (the first scrape
-    /// comes about 6 s after start even at a 1 s interval).
-    fn wait_value(&self, expr: &str, limit: Duration) -> f64 {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(v) = self.query(expr) {
-                if let Some(value) = v["data"]["result"][0]["value"][1].as_str() {
-                    return value.parse().unwrap();
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no result for {expr} within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
+    })
 }
 
 #[test]
@@ -200,7 +125,7 @@ fn a_real_prometheus_scrapes_us() {
     let dir = temp_dir();
     let log = rich_log(&dir);
     let sidecar = Sidecar::run(&["--log", path_str(&log), "--gpu", "simulated"]);
-    let prometheus = Prometheus::scraping(&[sidecar.addr]);
+    let prometheus = scraping(&[sidecar.addr]);
     let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
     assert_eq!(up, 1.0, "Prometheus could not scrape us");
     let completed = prometheus.wait_value(

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub mod prometheus;
 pub mod smtp;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_pipeline-pulse");
@@ -136,8 +137,13 @@ impl Drop for Sidecar {
 }
 
 /// Polls `ready` until it holds, or fails after 15 s naming `what`.
-pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+pub fn wait_for(what: &str, ready: impl FnMut() -> bool) {
+    wait_until(what, Duration::from_secs(15), ready);
+}
+
+/// Polls `ready` until it holds, or fails after `limit` naming `what`.
+pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !ready() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
@@ -259,14 +265,66 @@ pub fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// A tool the tests need from the system. Missing: fail and say how to install it.
-pub fn require_tool(name: &str, package: &str) -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
+/// A child process, killed when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(name))
             .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
+    })
+}
+
+/// One HTTP/1.0 request (so the answer is never chunked), read to the end. `None` while
+/// nothing answers.
+pub fn try_http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// The JSON body of a GET, whatever its status (Prometheus explains a bad query in JSON).
+pub fn get_json(addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
+    let (_, body) = try_http(addr, "GET", path, "")?;
+    serde_json::from_str(&body).ok()
+}
+
+pub fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A tool the tests need from the system. Missing: fail and say how to install it.
+pub fn require_tool(name: &str, package: &str) -> PathBuf {
+    find_in_path(name).unwrap_or_else(|| {
         panic!(
             "`{name}` is not installed; this test needs it. Install it with: \
              apt-get update && apt-get install -y --no-install-recommends {package} \
