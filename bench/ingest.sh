@@ -19,35 +19,21 @@
 # measurement, not a test: it only fails when a tool did not read the whole log, because then
 # its figures would mean nothing.
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-PULSE=${PULSE:-$root/target/release/pipeline-pulse}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MTAIL=${MTAIL:-mtail}
-PYTHON=${PYTHON:-python3}
-BENCH_DIR=${BENCH_DIR:-/tmp/pulse-bench}
 # Not LINES: interactive shells export that as the terminal height.
 BENCH_LINES=${BENCH_LINES:-2000000}
-BENCH_RUNS=${BENCH_RUNS:-3}
-# GNU time, not the shell keyword: we need peak RSS, and -o keeps it off the tool's stderr.
-TIME=/usr/bin/time
 
 log=$BENCH_DIR/run_inference-$BENCH_LINES.log
 progs=$here/mtail
 floor_progs=$here/mtail-floor
 
-say() { printf '%s\n' "$*" >&2; }
-die() { say "ingest.sh: $*"; exit 1; }
-
-[[ -x $PULSE ]] || die "no pipeline-pulse binary at $PULSE (cargo build --release, or set PULSE)"
 command -v "$MTAIL" >/dev/null || die "no mtail ($MTAIL); apt-get install mtail, or set MTAIL"
-[[ -x $TIME ]] || die "GNU time is needed at $TIME (apt-get install time)"
 # mtail loads every file in --progs; anything but .mtail there would be compiled too.
 for f in "$progs"/* "$floor_progs"/*; do
     [[ $f == *.mtail ]] || die "${f%/*} must hold only .mtail files, found $f"
 done
 
-mkdir -p "$BENCH_DIR"
 
 # The log is kept between runs: generating it takes longer than benchmarking it.
 if [[ ! -f $log ]] || [[ $(wc -l <"$log") -ne $BENCH_LINES ]]; then
@@ -58,45 +44,23 @@ fi
 # Every tool should read from the page cache, or the first one measured pays for the disk.
 cat "$log" >/dev/null
 
-# measure NAME CMD...: runs CMD BENCH_RUNS times, stdout to $BENCH_DIR/NAME.out, stderr to
-# NAME.err, and one `wall user sys maxrss_kb` line per run to NAME.times (seconds, KiB).
-measure() {
-    local name=$1
-    shift
-    : >"$BENCH_DIR/$name.times"
-    for ((i = 1; i <= BENCH_RUNS; i++)); do
-        say "  $name, run $i/$BENCH_RUNS"
-        local start=$EPOCHREALTIME
-        "$TIME" -f '%e %U %S %M' -o "$BENCH_DIR/$name.time1" \
-            "$@" >"$BENCH_DIR/$name.out" 2>"$BENCH_DIR/$name.err" ||
-            die "$name failed; see $BENCH_DIR/$name.err"
-        local end=$EPOCHREALTIME
-        # %e has 10 ms steps, coarse next to wc's and pulse's fraction of a second: the wall
-        # figure comes from the shell's microsecond clock instead (GNU time's own start-up,
-        # about a millisecond, is inside it).
-        awk -v s="$start" -v e="$end" '{ printf "%.3f %s %s %s\n", e - s, $2, $3, $4 }' \
-            "$BENCH_DIR/$name.time1" >>"$BENCH_DIR/$name.times"
-    done
-}
-
-# median NAME FIELD: the median over the runs of wall (1), cpu = user+sys (2) or rss_kb (3).
+# median NAME FIELD: the median over the runs (time_runs) of wall (1), cpu (2) or rss_kb (3).
 # Each figure's median is taken on its own; with few runs on a shared machine that is steadier
 # than picking one run.
 median() {
-    awk -v f="$2" '{ v = (f == 1) ? $1 : (f == 2) ? $2 + $3 : $4; print v }' \
-        "$BENCH_DIR/$1.times" | sort -g | awk '{ a[NR] = $1 } END {
+    awk -v f="$2" '{ print $f }' "$BENCH_DIR/$1.times" | sort -g | awk '{ a[NR] = $1 } END {
             print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 say "timing (load average $load_before)..."
-measure wc wc -l "$log"
-measure pulse "$PULSE" run --once --log "$log"
+time_runs wc wc -l "$log"
+time_runs pulse "$PULSE" run --once --log "$log"
 # --port 0: one-shot mode still opens its HTTP listener, and a fixed port may be taken.
 mtail_flags=(--one_shot --one_shot_format=prometheus --logs "$log" --logtostderr
     --address 127.0.0.1 --port 0)
-measure mtail "$MTAIL" "${mtail_flags[@]}" --progs "$progs"
-measure mtail-floor "$MTAIL" "${mtail_flags[@]}" --progs "$floor_progs"
+time_runs mtail "$MTAIL" "${mtail_flags[@]}" --progs "$progs"
+time_runs mtail-floor "$MTAIL" "${mtail_flags[@]}" --progs "$floor_progs"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Both tools must have seen every line, and matched the same ones, for the race to be fair.
@@ -126,7 +90,6 @@ for t in wc pulse mtail mtail-floor; do
     rss[$t]=$(median $t 3)
 done
 
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 row() {
     printf '| %s | %s | %s | %s | %s |\n' "$1" "${wall[$2]}" \
         "$(calc '%.0f' "$BENCH_LINES / ${wall[$2]}")" "$(calc '%.2f' "${cpu[$2]}")" \

@@ -16,24 +16,10 @@
 # Prints markdown for BENCHMARKS.md on stdout, progress on stderr. A measurement, not a test:
 # it fails only when pulse did not count every line that `wc -l` counts.
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-PULSE=${PULSE:-$root/target/release/pipeline-pulse}
-PYTHON=${PYTHON:-python3}
-BENCH_DIR=${BENCH_DIR:-/tmp/pulse-bench}
-BENCH_RUNS=${BENCH_RUNS:-3}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BENCH_JSONL_MB=${BENCH_JSONL_MB:-2048}
-TIME=/usr/bin/time
 
-say() { printf '%s\n' "$*" >&2; }
-die() { say "outputs.sh: $*"; exit 1; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-
-[[ -x $PULSE ]] || die "no pipeline-pulse binary at $PULSE (cargo build --release, or set PULSE)"
-[[ -x $TIME ]] || die "GNU time is needed at $TIME (apt-get install time)"
 ((BENCH_JSONL_MB > 0 && BENCH_JSONL_MB % 4 == 0)) || die "BENCH_JSONL_MB must be a multiple of 4"
-mkdir -p "$BENCH_DIR"
 
 # Four partition folders, each file exactly a quarter of BENCH_JSONL_MB. Kept between runs:
 # regenerated only when a file (or the generator's manifest) is missing or has the wrong size.
@@ -66,31 +52,15 @@ EOF
 done
 
 # --- timing -------------------------------------------------------------------------------
-best() { sort -g | head -n1; }
-time_runs() { # NAME CMD...: best wall, and its CPU and peak RSS
-    local name=$1
-    shift
-    : >"$BENCH_DIR/$name.times"
-    for ((i = 1; i <= BENCH_RUNS; i++)); do
-        say "  $name, run $i/$BENCH_RUNS"
-        local start=$EPOCHREALTIME
-        "$TIME" -f '%U %S %M' -o "$BENCH_DIR/$name.time1" "$@" \
-            >"$BENCH_DIR/$name.out" 2>"$BENCH_DIR/$name.err" ||
-            die "$name failed; see $BENCH_DIR/$name.err"
-        local end=$EPOCHREALTIME
-        awk -v s="$start" -v e="$end" '{ printf "%.3f %.2f %d\n", e - s, $1 + $2, $3 }' \
-            "$BENCH_DIR/$name.time1" >>"$BENCH_DIR/$name.times"
-    done
-}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 say "timing (load average $load_before)..."
 time_runs wc-jsonl wc -l "${files[@]}"
 time_runs pulse-count "$PULSE" run --once --config "$BENCH_DIR/outputs-count.toml"
 time_runs pulse-inspect "$PULSE" run --once --config "$BENCH_DIR/outputs-inspect.toml"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-read -r wc_wall wc_cpu wc_rss < <(best <"$BENCH_DIR/wc-jsonl.times")
-read -r c_wall c_cpu c_rss < <(best <"$BENCH_DIR/pulse-count.times")
-read -r i_wall i_cpu i_rss < <(best <"$BENCH_DIR/pulse-inspect.times")
+read -r wc_wall wc_cpu wc_rss < <(best wc-jsonl)
+read -r c_wall c_cpu c_rss < <(best pulse-count)
+read -r i_wall i_cpu i_rss < <(best pulse-inspect)
 
 # --- checks -------------------------------------------------------------------------------
 # sum NAME METRIC [LABEL_FILTER]: the metric summed over its series in NAME.out.

@@ -13,22 +13,7 @@
 #
 # Prints markdown for BENCHMARKS.md on stdout, progress on stderr. A measurement, not a test.
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-PULSE=${PULSE:-$root/target/release/pipeline-pulse}
-PYTHON=${PYTHON:-python3}
-BENCH_DIR=${BENCH_DIR:-/tmp/pulse-bench}
-BENCH_RUNS=${BENCH_RUNS:-3}
-TIME=/usr/bin/time
-
-say() { printf '%s\n' "$*" >&2; }
-die() { say "tail.sh: $*"; exit 1; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-
-[[ -x $PULSE ]] || die "no pipeline-pulse binary at $PULSE (cargo build --release, or set PULSE)"
-[[ -x $TIME ]] || die "GNU time is needed at $TIME (apt-get install time)"
-mkdir -p "$BENCH_DIR"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # A 100 MiB-ish slice of a realistic log; ten of them make the 1 GB file and the ten appends.
 base_lines=1900000
@@ -47,24 +32,10 @@ total_lines=$((10 * base_lines))
 cat "$big" >/dev/null # both tools read from the page cache
 
 # --- part 1: throughput on one 1 GB file -------------------------------------------------
-best() { sort -g | head -n1; }
-time_runs() { # NAME CMD...: best wall, and its CPU and peak RSS
-    local name=$1
-    shift
-    : >"$BENCH_DIR/$name.times"
-    for ((i = 1; i <= BENCH_RUNS; i++)); do
-        say "  $name, run $i/$BENCH_RUNS"
-        local start=$EPOCHREALTIME
-        "$TIME" -f '%U %S %M' -o "$BENCH_DIR/$name.time1" "$@" >"$BENCH_DIR/$name.out"
-        local end=$EPOCHREALTIME
-        awk -v s="$start" -v e="$end" '{ printf "%.3f %.2f %d\n", e - s, $1 + $2, $3 }' \
-            "$BENCH_DIR/$name.time1" >>"$BENCH_DIR/$name.times"
-    done
-}
 time_runs wc wc -l "$big"
 time_runs pulse "$PULSE" run --once --log "$big"
-read -r wc_wall wc_cpu wc_rss < <(best <"$BENCH_DIR/wc.times")
-read -r p_wall p_cpu p_rss < <(best <"$BENCH_DIR/pulse.times")
+read -r wc_wall wc_cpu wc_rss < <(best wc)
+read -r p_wall p_cpu p_rss < <(best pulse)
 p_lines=$(awk '$1 ~ /^pulse_log_lines_total/ { print $2; exit }' "$BENCH_DIR/pulse.out")
 [[ $p_lines == "$total_lines" ]] || die "pulse read $p_lines lines, not $total_lines"
 mib=$(calc '%.0f' "$(stat -c %s "$big") / 1048576")
