@@ -4,7 +4,8 @@
 
 use super::lifecycle::{Kind, Notification};
 use super::rules::human;
-use crate::model::{Run, Seconds};
+use crate::model::Seconds;
+use crate::status::Status;
 use std::fmt::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -24,11 +25,16 @@ pub struct Email {
 }
 
 /// One email for everything one evaluation has to say.
-pub fn render(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) -> Email {
+pub fn render(
+    notifications: &[Notification],
+    status: &Status,
+    ctx: &Context,
+    now: Seconds,
+) -> Email {
     Email {
         subject: subject(notifications, &ctx.host),
-        text: text(notifications, run, ctx, now),
-        html: html(notifications, run, ctx, now),
+        text: text(notifications, status, ctx, now),
+        html: html(notifications, status, ctx, now),
     }
 }
 
@@ -90,9 +96,11 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn tables(run: &Run, now: Seconds) -> Tables {
-    let views = run.views();
-    let mut progress = vec![[
+/// The evidence tables from the status document, so an email shows the figures that
+/// `/status` and `pipeline-pulse status` show.
+fn tables(status: &Status, now: Seconds) -> Tables {
+    let header = |cells: &[&str]| cells.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+    let mut progress = vec![header(&[
         "partition",
         "completed",
         "planned",
@@ -102,10 +110,8 @@ fn tables(run: &Run, now: Seconds) -> Tables {
         "ETA",
         "stalled for",
         "active",
-    ]
-    .map(String::from)
-    .to_vec()];
-    let mut outputs = vec![[
+    ])];
+    let mut outputs = vec![header(&[
         "partition",
         "records",
         "log − records",
@@ -114,64 +120,56 @@ fn tables(run: &Run, now: Seconds) -> Tables {
         "invalid",
         "tokens",
         "last write",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for v in &views {
+    ])];
+    for p in &status.partitions {
         progress.push(vec![
-            v.name.to_owned(),
-            opt(v.completed()),
-            opt(v.planned()),
-            opt(v.log.and_then(|p| p.errors)),
-            opt(v
-                .log
-                .and_then(|p| p.requests_per_second)
-                .map(|r| format!("{r:.1}"))),
-            opt(v
-                .completion_tokens_per_second(now)
-                .map(|r| format!("{r:.0}"))),
-            opt(v.log.and_then(|p| p.eta_seconds(now)).map(human)),
-            opt(v.log.and_then(|p| p.stall_seconds(now)).map(human)),
-            if v.log.is_some_and(|p| p.active) {
-                "yes".into()
-            } else {
-                "no".into()
-            },
+            p.name.clone(),
+            opt(p.completed),
+            opt(p.planned),
+            opt(p.errors),
+            opt(p.requests_per_second.map(|r| format!("{r:.1}"))),
+            opt(p.tokens_per_second.map(|r| format!("{r:.0}"))),
+            opt(p.eta_seconds.map(human)),
+            opt(p.stall_seconds.map(human)),
+            if p.active { "yes".into() } else { "no".into() },
         ]);
-        if let Some(o) = &v.outputs {
+        if let Some(o) = &p.outputs {
             outputs.push(vec![
-                v.name.to_owned(),
+                p.name.clone(),
                 o.records.to_string(),
-                opt(v.log_output_gap()),
+                opt(p.log_output_gap),
                 o.errors.to_string(),
                 o.empty.to_string(),
                 o.invalid.to_string(),
                 o.tokens.to_string(),
-                opt(v.last_write.map(|w| format!("{} ago", human(now - w)))),
+                opt(o.last_write.map(|w| format!("{} ago", human(now - w)))),
             ]);
         }
     }
-    let mut gpus = vec![["gpu", "name", "util", "memory used", "temp", "power"]
-        .map(String::from)
-        .to_vec()];
-    if let Some(reading) = &run.gpus {
-        for g in &reading.devices {
-            gpus.push(vec![
-                g.index.to_string(),
-                g.name.clone(),
-                opt(g.utilization.map(|u| format!("{:.0}%", u * 100.0))),
-                match (g.memory_used_bytes, g.memory_total_bytes) {
-                    (Some(u), Some(t)) => format!(
-                        "{:.1}/{:.1} GiB",
-                        u as f64 / 1073741824.0,
-                        t as f64 / 1073741824.0
-                    ),
-                    _ => "-".into(),
-                },
-                opt(g.temperature_celsius.map(|t| format!("{t:.0}°C"))),
-                opt(g.power_watts.map(|p| format!("{p:.0} W"))),
-            ]);
-        }
+    let mut gpus = vec![header(&[
+        "gpu",
+        "name",
+        "util",
+        "memory used",
+        "temp",
+        "power",
+    ])];
+    for g in status.gpus.iter().flatten() {
+        gpus.push(vec![
+            g.index.to_string(),
+            g.name.clone(),
+            opt(g.utilization.map(|u| format!("{:.0}%", u * 100.0))),
+            match (g.memory_used_bytes, g.memory_total_bytes) {
+                (Some(u), Some(t)) => format!(
+                    "{:.1}/{:.1} GiB",
+                    u as f64 / 1073741824.0,
+                    t as f64 / 1073741824.0
+                ),
+                _ => "-".into(),
+            },
+            opt(g.temperature_celsius.map(|t| format!("{t:.0}°C"))),
+            opt(g.power_watts.map(|p| format!("{p:.0} W"))),
+        ]);
     }
     Tables {
         progress,
@@ -180,17 +178,14 @@ fn tables(run: &Run, now: Seconds) -> Tables {
     }
 }
 
-fn node_lines(run: &Run) -> Vec<String> {
+fn node_lines(status: &Status) -> Vec<String> {
     let mut lines = Vec::new();
-    match &run.process {
+    match &status.process {
         Some(p) if p.up => lines.push(format!("Driver process: running (pid {})", opt(p.pid))),
-        Some(p) => lines.push(format!(
-            "Driver process: NOT RUNNING (exited {} time(s))",
-            p.exits
-        )),
+        Some(_) => lines.push("Driver process: NOT RUNNING".into()),
         None => lines.push("Driver process: not probed (set --process-match)".into()),
     }
-    match &run.server {
+    match &status.server {
         Some(s) => {
             let health = match s.up {
                 Some(true) => "up",
@@ -210,7 +205,7 @@ fn node_lines(run: &Run) -> Vec<String> {
         }
         None => lines.push("Inference server: not probed (set --server-metrics-url)".into()),
     }
-    if run.gpus.is_none() {
+    if status.gpus.is_none() {
         lines.push("GPUs: not read".into());
     }
     lines
@@ -233,7 +228,7 @@ fn text_table(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn text(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) -> String {
+fn text(notifications: &[Notification], status: &Status, ctx: &Context, now: Seconds) -> String {
     let mut s = String::new();
     for n in notifications {
         let _ = writeln!(s, "{}", headline(n));
@@ -243,7 +238,7 @@ fn text(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) 
         }
         s.push('\n');
     }
-    let t = tables(run, now);
+    let t = tables(status, now);
     let _ = writeln!(s, "Progress\n{}", text_table(&t.progress));
     if t.outputs.len() > 1 {
         let _ = writeln!(s, "Output files\n{}", text_table(&t.outputs));
@@ -251,11 +246,11 @@ fn text(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) 
     if t.gpus.len() > 1 {
         let _ = writeln!(s, "GPUs\n{}", text_table(&t.gpus));
     }
-    for line in node_lines(run) {
+    for line in node_lines(status) {
         let _ = writeln!(s, "{line}");
     }
-    let _ = writeln!(s, "\nLast {} log lines", run.recent_lines.len());
-    for line in run.recent_lines.iter() {
+    let _ = writeln!(s, "\nLast {} log lines", status.log_tail.len());
+    for line in &status.log_tail {
         let _ = writeln!(s, "  {line}");
     }
     s.push('\n');
@@ -300,7 +295,7 @@ fn html_table(rows: &[Vec<String>]) -> String {
     out + "</table>"
 }
 
-fn html(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) -> String {
+fn html(notifications: &[Notification], status: &Status, ctx: &Context, now: Seconds) -> String {
     let mut s = String::from("<!doctype html><html><body style=\"font-family:sans-serif\">");
     for n in notifications {
         let color = match n.kind {
@@ -316,7 +311,7 @@ fn html(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) 
             esc(&n.condition.details).replace('\n', "<br>")
         );
     }
-    let t = tables(run, now);
+    let t = tables(status, now);
     let _ = write!(s, "<h3>Progress</h3>{}", html_table(&t.progress));
     if t.outputs.len() > 1 {
         let _ = write!(s, "<h3>Output files</h3>{}", html_table(&t.outputs));
@@ -325,11 +320,11 @@ fn html(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) 
         let _ = write!(s, "<h3>GPUs</h3>{}", html_table(&t.gpus));
     }
     s += "<ul>";
-    for line in node_lines(run) {
+    for line in node_lines(status) {
         let _ = write!(s, "<li>{}</li>", esc(&line));
     }
     s += "</ul>";
-    let lines: Vec<String> = run.recent_lines.iter().map(|l| esc(&l)).collect();
+    let lines: Vec<String> = status.log_tail.iter().map(|l| esc(l)).collect();
     let _ = write!(
         s,
         "<h3>Last {} log lines</h3><pre style=\"background:#f4f4f4;padding:8px\">{}</pre>",
@@ -355,9 +350,10 @@ fn html(notifications: &[Notification], run: &Run, ctx: &Context, now: Seconds) 
 mod tests {
     use super::*;
     use crate::alert::{AlertName, Condition};
+    use crate::model::Run;
     use crate::parse::{Parser, RunInference};
 
-    fn run() -> Run {
+    fn run() -> Status {
         let mut run = Run::new(&["log".into()]);
         let parser = Parser::RunInference(RunInference);
         for line in [
@@ -367,7 +363,7 @@ mod tests {
         ] {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 1000.0);
         }
-        run
+        Status::from_run(&run, "gpu-node-01", 1840.0)
     }
 
     fn stalled(kind: Kind) -> Notification {

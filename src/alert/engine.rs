@@ -13,6 +13,7 @@ use super::rules::{self, History, Rules};
 use crate::clock;
 use crate::model::{AlertState, Run};
 use crate::state::StateDir;
+use crate::status::Status;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -120,7 +121,8 @@ impl Engine {
             self.save();
             return;
         }
-        let email = email::render(&notifications, &run, &self.config.context, now);
+        let status = Status::from_run(&run, &self.config.context.host, now);
+        let email = email::render(&notifications, &status, &self.config.context, now);
         let alerts: Vec<String> = notifications
             .iter()
             .map(|n| n.condition.alert.to_string())
