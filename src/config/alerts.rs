@@ -1,0 +1,204 @@
+//! The alerting keys: rules, SMTP and email addresses, validated into the alert engine's
+//! configuration.
+
+use super::{duration, ConfigError, RawConfig};
+use crate::alert::delivery::Target;
+use crate::alert::email::Context;
+use crate::alert::engine::{AlertConfig, Delivery};
+use crate::alert::rules::Rules;
+use crate::alert::AlertName;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// `[rules.Stalled]` and the like.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    pub enabled: Option<bool>,
+    /// A number, or for `Stalled` a duration such as "10m".
+    pub threshold: Option<Threshold>,
+    #[serde(rename = "for")]
+    pub for_: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Threshold {
+    Number(f64),
+    Text(String),
+}
+
+impl RawConfig {
+    pub(super) fn alerts(&self) -> Result<AlertConfig, ConfigError> {
+        let interval = duration("alert_interval", self.alert_interval.as_deref(), "15s")?;
+        if interval < Duration::from_millis(50) {
+            return Err(ConfigError::invalid(
+                "alert_interval",
+                "must be at least 50ms",
+            ));
+        }
+        let repeat = duration("repeat_interval", self.repeat_interval.as_deref(), "1h")?;
+        let mut rules = Rules::default();
+        for (name, raw) in &self.rules {
+            let key = |k: &str| format!("rules.{name}.{k}");
+            let alert = AlertName::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = AlertName::ALL.iter().map(|a| a.as_str()).collect();
+                ConfigError::invalid(
+                    format!("rules.{name}"),
+                    format!("unknown rule; the rules are {}", known.join(", ")),
+                )
+            })?;
+            let rule = rules.0.get_mut(&alert).expect("every rule has a default");
+            if let Some(enabled) = raw.enabled {
+                rule.enabled = enabled;
+            }
+            if let Some(threshold) = &raw.threshold {
+                rule.threshold = threshold_value(alert, threshold)
+                    .map_err(|e| ConfigError::invalid(key("threshold"), e))?;
+            }
+            if let Some(text) = &raw.for_ {
+                rule.for_seconds = duration(&key("for"), Some(text), "0s")?.as_secs_f64();
+            }
+        }
+        if let Some(stall) = &self.stall_after {
+            let rule = rules.0.get_mut(&AlertName::Stalled).expect("default");
+            rule.threshold = duration("stall_after", Some(stall), "10m")?.as_secs_f64();
+        }
+        let host = self.hostname.clone().unwrap_or_else(hostname);
+        let delivery = match &self.smtp {
+            None => {
+                if !self.email_to.is_empty() {
+                    return Err(ConfigError::invalid("smtp", "is required when email_to is set (smtp://host:port?tls=starttls, or file:///dir)"));
+                }
+                None
+            }
+            Some(url) => Some(self.delivery(url, &host)?),
+        };
+        Ok(AlertConfig {
+            rules,
+            interval,
+            repeat,
+            delivery,
+            context: Context {
+                host,
+                dashboard_url: self.dashboard_url.clone(),
+                status_url: self.status_url.clone(),
+            },
+        })
+    }
+
+    fn delivery(&self, url: &str, host: &str) -> Result<Delivery, ConfigError> {
+        let mut target = Target::parse(url).map_err(|e| ConfigError::invalid("smtp", e))?;
+        if self.email_to.is_empty() {
+            return Err(ConfigError::invalid(
+                "email_to",
+                "needs at least one address when smtp is set",
+            ));
+        }
+        for (i, to) in self.email_to.iter().enumerate() {
+            to.parse::<lettre::message::Mailbox>().map_err(|e| {
+                ConfigError::invalid(
+                    format!("email_to[{i}]"),
+                    format!("{to:?} is not an email address: {e}"),
+                )
+            })?;
+        }
+        let from = self
+            .email_from
+            .clone()
+            .unwrap_or_else(|| format!("pipeline-pulse@{host}"));
+        from.parse::<lettre::message::Mailbox>().map_err(|e| {
+            ConfigError::invalid(
+                "email_from",
+                format!("{from:?} is not an email address: {e}"),
+            )
+        })?;
+        if let Target::Smtp {
+            user,
+            password,
+            ca_pem,
+            ..
+        } = &mut target
+        {
+            *user = self.smtp_user.clone();
+            *password = match (&self.smtp_password_file, &self.smtp_password_env) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError::invalid(
+                        "smtp_password_env",
+                        "give smtp_password_file or smtp_password_env, not both",
+                    ))
+                }
+                (Some(file), None) => Some(
+                    std::fs::read_to_string(file)
+                        .map_err(|e| {
+                            ConfigError::invalid(
+                                "smtp_password_file",
+                                format!("cannot read {}: {e}", file.display()),
+                            )
+                        })?
+                        .trim_end_matches(['\n', '\r'])
+                        .to_owned(),
+                ),
+                (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+                    ConfigError::invalid(
+                        "smtp_password_env",
+                        format!("the environment variable {var} is not set"),
+                    )
+                })?),
+                (None, None) => None,
+            };
+            if password.is_some() && user.is_none() {
+                return Err(ConfigError::invalid(
+                    "smtp_user",
+                    "is required with a password",
+                ));
+            }
+            if let Some(file) = &self.smtp_ca_file {
+                let pem = std::fs::read(file).map_err(|e| {
+                    ConfigError::invalid(
+                        "smtp_ca_file",
+                        format!("cannot read {}: {e}", file.display()),
+                    )
+                })?;
+                lettre::transport::smtp::client::Certificate::from_pem(&pem).map_err(|e| {
+                    ConfigError::invalid(
+                        "smtp_ca_file",
+                        format!("{} is not a PEM certificate: {e}", file.display()),
+                    )
+                })?;
+                *ca_pem = Some(pem);
+            }
+        }
+        Ok(Delivery {
+            target,
+            from,
+            to: self.email_to.clone(),
+            timeout: duration("smtp_timeout", self.smtp_timeout.as_deref(), "30s")?,
+            retry_backoff: duration("retry_backoff", self.retry_backoff.as_deref(), "10s")?,
+        })
+    }
+}
+
+/// A rule's threshold: a duration for `Stalled` (seconds if a bare number), a number otherwise.
+fn threshold_value(alert: AlertName, t: &Threshold) -> Result<f64, String> {
+    match (alert, t) {
+        (AlertName::Stalled, Threshold::Text(text)) => humantime::parse_duration(text)
+            .map(|d| d.as_secs_f64())
+            .map_err(|e| format!("{text:?} is not a duration ({e})")),
+        (_, Threshold::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(*n),
+        (_, Threshold::Number(n)) => Err(format!("{n} is not a threshold")),
+        (_, Threshold::Text(text)) => Err(format!("{text:?}: this rule's threshold is a number")),
+    }
+}
+
+/// The machine's host name, for email subjects and the default sender.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_owned(),
+        _ => "localhost".to_owned(),
+    }
+}

@@ -1,0 +1,104 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pulse.toml");
+    std::fs::write(&path, text).unwrap();
+    RawConfig::from_file(&path)?.validate()
+}
+
+fn key_of(err: ConfigError) -> String {
+    match err {
+        ConfigError::Syntax { key, .. } | ConfigError::Invalid { key, .. } => key,
+        ConfigError::Read { .. } => panic!("unexpected read error"),
+    }
+}
+
+#[test]
+fn defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.poll_interval, Duration::from_millis(250));
+    assert!(c.logs.is_empty());
+}
+
+#[test]
+fn full_file() {
+    let c = parse(
+        r#"
+listen = "127.0.0.1:9999"
+poll_interval = "1s"
+[[logs]]
+path = "/data/run/logs/inference_all.log"
+[[logs]]
+path = "/data/run/logs/train.log"
+format = "regex"
+regex = 'step (?P<completed>\d+)'
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 9999);
+    assert_eq!(c.poll_interval, Duration::from_secs(1));
+    assert_eq!(c.logs.len(), 2);
+    assert!(matches!(c.logs[1].parser, Parser::Regex(_)));
+    let again = {
+        let raw: RawConfig = toml::from_str(&c.to_toml()).unwrap();
+        raw.validate().unwrap()
+    };
+    assert_eq!(again.to_toml(), c.to_toml());
+}
+
+#[test]
+fn errors_name_the_key() {
+    assert_eq!(key_of(parse("listen = \"nowhere\"").unwrap_err()), "listen");
+    assert_eq!(key_of(parse("listn = \"x\"").unwrap_err()), "listn");
+    assert_eq!(
+        key_of(parse("poll_interval = 5").unwrap_err()),
+        "poll_interval"
+    );
+    assert_eq!(
+        key_of(parse("poll_interval = \"soon\"").unwrap_err()),
+        "poll_interval"
+    );
+    assert_eq!(
+        key_of(parse("poll_interval = \"1ms\"").unwrap_err()),
+        "poll_interval"
+    );
+    assert_eq!(
+        key_of(parse("max_line_bytes = 3").unwrap_err()),
+        "max_line_bytes"
+    );
+    assert_eq!(
+        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"").unwrap_err()),
+        "logs[0].regex"
+    );
+    assert_eq!(
+        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"\nregex = \"(\"").unwrap_err()),
+        "logs[0].regex"
+    );
+    assert_eq!(
+        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"json\"").unwrap_err()),
+        "format"
+    );
+    assert_eq!(
+        key_of(parse("[[logs]]\npath = \"a\"\nregex = \"x\"").unwrap_err()),
+        "logs[0].regex"
+    );
+}
+
+#[test]
+fn flags_win_over_the_file() {
+    let mut raw: RawConfig =
+        toml::from_str("listen = \"127.0.0.1:1\"\n[[logs]]\npath = \"file.log\"").unwrap();
+    raw.merge_args(&RunArgs {
+        listen: Some("127.0.0.1:2".into()),
+        logs: vec!["flag.log".into()],
+        log_format: Some(Format::Tqdm),
+        ..RunArgs::default()
+    });
+    let c = raw.validate().unwrap();
+    assert_eq!(c.listen.port(), 2);
+    assert_eq!(c.logs.len(), 1);
+    assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
+    assert!(matches!(c.logs[0].parser, Parser::Tqdm(_)));
+}
