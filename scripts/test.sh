@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-peers.sh
-cargo test --locked --all-targets "$@"
+# --no-fail-fast: one failing test binary must not hide what the others would say.
+cargo test --locked --all-targets --no-fail-fast "$@"

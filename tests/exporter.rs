@@ -95,6 +95,36 @@ fn log_written_line_by_line_is_followed_and_served() {
 }
 
 #[test]
+fn every_configured_collector_is_listed_from_the_first_scrape() {
+    let dir = temp_dir();
+    let outputs = format!("{}/*/out.jsonl", path_str(dir.path()));
+    // Port 9 (discard) on loopback: nothing answers, so the server probe reports it down.
+    let sidecar = Sidecar::run(&[
+        "--log",
+        path_str(&dir.path().join("run.log")),
+        "--outputs",
+        &outputs,
+        "--process-match",
+        "no-such-pipeline-process",
+        "--server-health-url",
+        "http://127.0.0.1:9/health",
+        "--gpu",
+        "off",
+    ]);
+    // The scrape may come before any source has read once: the series must exist anyway,
+    // or an alert on `pulse_collector_up == 0` would miss a collector that never starts.
+    let m = sidecar.metrics();
+    for collector in ["log", "outputs", "process", "server"] {
+        let up = m.get("pulse_collector_up", &format!("collector=\"{collector}\""));
+        assert!(
+            matches!(up, Some(v) if v == 0.0 || v == 1.0),
+            "{collector}: {up:?}"
+        );
+    }
+    assert_eq!(m.get("pulse_collector_up", "collector=\"gpu\""), None);
+}
+
+#[test]
 fn started_mid_run_the_first_scrape_shows_the_run() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");

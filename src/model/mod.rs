@@ -235,6 +235,14 @@ impl Run {
         self.partitions.values().map(|p| p.restarts).sum()
     }
 
+    /// Lists a collector as down unless it has already reported.
+    pub fn expect_collector(&mut self, name: &'static str) {
+        self.collectors.entry(name).or_insert(CollectorState {
+            up: false,
+            duration_seconds: 0.0,
+        });
+    }
+
     pub fn set_collector(&mut self, name: &'static str, up: bool, duration_seconds: f64) {
         self.collectors.insert(
             name,
