@@ -68,6 +68,7 @@ impl Engine {
                 saved.outbox.len()
             );
         }
+        seed_notification_counters(&config, &mut run.lock().unwrap_or_else(|e| e.into_inner()));
         Engine {
             config,
             run,
@@ -221,6 +222,25 @@ impl Engine {
     }
 }
 
+/// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
+/// appears at 1 misses the first notification, so an alert on failed emails would too.
+fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
+    let results: &[&str] = match config.delivery {
+        Some(_) => &["sent", "failed", "rejected"],
+        None => &["not_configured"],
+    };
+    for (alert, rule) in &config.rules.0 {
+        if !rule.enabled {
+            continue;
+        }
+        for result in results {
+            run.notifications
+                .entry((alert.to_string(), (*result).to_owned()))
+                .or_default();
+        }
+    }
+}
+
 fn count(run: &mut Run, alert: &str, result: &str) {
     *run.notifications
         .entry((alert.to_owned(), result.to_owned()))
@@ -248,5 +268,76 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
     match delivery::deliver(&transport, &message, delivery.timeout).await {
         Outcome::Sent => Ok(()),
         Outcome::Retry(e) | Outcome::Rejected(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::AlertName;
+
+    fn config(delivery: Option<Delivery>) -> AlertConfig {
+        let mut rules = Rules::default();
+        rules.0.get_mut(&AlertName::GpuMissing).unwrap().enabled = false;
+        AlertConfig {
+            rules,
+            interval: Duration::from_secs(15),
+            repeat: Duration::from_secs(3600),
+            delivery,
+            context: Context {
+                host: "node".into(),
+                dashboard_url: None,
+                status_url: None,
+            },
+        }
+    }
+
+    fn outcomes(run: &Run, alert: &str) -> Vec<(String, u64)> {
+        run.notifications
+            .iter()
+            .filter(|((a, _), _)| a == alert)
+            .map(|((_, result), n)| (result.clone(), *n))
+            .collect()
+    }
+
+    #[test]
+    fn counters_of_enabled_rules_start_at_zero() {
+        let mut run = Run::default();
+        seed_notification_counters(&config(None), &mut run);
+        assert_eq!(
+            outcomes(&run, "Stalled"),
+            [("not_configured".to_owned(), 0)]
+        );
+        assert!(outcomes(&run, "GpuMissing").is_empty(), "disabled");
+        assert_eq!(outcomes(&run, "RunFinished").len(), 1);
+    }
+
+    #[test]
+    fn with_email_every_delivery_outcome_starts_at_zero() {
+        let delivery = Delivery {
+            target: Target::Files("/tmp".into()),
+            from: "pulse@node".into(),
+            to: vec!["oncall@example.com".into()],
+            timeout: Duration::from_secs(30),
+            retry_backoff: Duration::from_secs(30),
+        };
+        let mut run = Run::default();
+        seed_notification_counters(&config(Some(delivery)), &mut run);
+        let results: Vec<String> = outcomes(&run, "Stalled")
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(results, ["failed", "rejected", "sent"]);
+    }
+
+    #[test]
+    fn seeding_keeps_counts_already_made() {
+        let mut run = Run::default();
+        count(&mut run, "Stalled", "not_configured");
+        seed_notification_counters(&config(None), &mut run);
+        assert_eq!(
+            outcomes(&run, "Stalled"),
+            [("not_configured".to_owned(), 1)]
+        );
     }
 }
