@@ -32,6 +32,34 @@ fn simulated_gpus_flow_through_the_sampler() {
     assert_eq!(m.get("pulse_gpu_power_limit_watts", gpu0), Some(700.0));
     assert_eq!(m.get("pulse_gpu_xid_errors_total", gpu0), Some(0.0));
     assert_eq!(m.get("pulse_collector_up", "collector=\"gpu\""), Some(1.0));
+    assert!(
+        !m.has_line_starting("pulse_gpu_process_memory_used_bytes{"),
+        "per-process memory is off by default"
+    );
+}
+
+#[test]
+fn per_process_gpu_memory_when_asked_for() {
+    let sidecar = Sidecar::run(&[
+        "--gpu",
+        "simulated",
+        "--gpu-interval",
+        "100ms",
+        "--gpu-processes",
+    ]);
+    let m = sidecar.wait_metrics("eight GPUs", |m| m.get("pulse_gpus", "") == Some(8.0));
+    let per_process: Vec<&str> =
+        m.0.lines()
+            .filter(|l| l.starts_with("pulse_gpu_process_memory_used_bytes{"))
+            .collect();
+    assert_eq!(per_process.len(), 8, "{per_process:?}");
+    let gpu3 = "gpu=\"3\",uuid=\"GPU-00000000-0000-0000-0000-000000000003\"";
+    let worker = format!("{gpu3},pid=\"41003\",process=\"sglang::scheduler_TP3\"");
+    assert_eq!(
+        m.get("pulse_gpu_process_memory_used_bytes", &worker),
+        m.get("pulse_gpu_memory_used_bytes", gpu3),
+        "the one worker holds all the GPU's used memory"
+    );
 }
 
 /// Whether this machine has the NVIDIA driver's NVML (CI machines do not).
@@ -88,6 +116,43 @@ fn process_probe_sees_a_real_child_run_and_exit() {
         Some(1.0)
     );
     sidecar.wait_log(&format!("pipeline process {} exited", child.id()));
+}
+
+#[test]
+fn process_probe_notices_a_new_driver_and_one_that_takes_over() {
+    let marker = format!("pulse-node-takeover-{}", std::process::id());
+    let spawn = || {
+        std::process::Command::new("sh")
+            .args(["-c", "sleep 60; true", &marker])
+            .spawn()
+            .unwrap()
+    };
+    let sidecar = Sidecar::run(&["--process-match", &marker, "--probe-interval", "100ms"]);
+    sidecar.wait_metrics("the probe's first round", |m| {
+        m.get("pulse_pipeline_process_up", "") == Some(0.0)
+    });
+    // The job starts after the sidecar: noticed as a start.
+    let mut first = spawn();
+    sidecar.wait_log(&format!("pipeline process {} is running", first.id()));
+    // A second driver (a retry wrapper, say) starts beside it: the first is still followed.
+    let mut second = spawn();
+    // It takes over when the first exits, with no probe in between seeing nothing.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    sidecar.wait_log(&format!(
+        "pipeline process {} exited; {} runs in its place",
+        first.id(),
+        second.id()
+    ));
+    assert_eq!(
+        sidecar.metrics().get("pulse_pipeline_process_up", ""),
+        Some(1.0)
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+    sidecar.wait_metrics("the process down", |m| {
+        m.get("pulse_pipeline_process_up", "") == Some(0.0)
+    });
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]

@@ -71,7 +71,11 @@ impl Probes {
     pub async fn round(&mut self) {
         if let Some(target) = self.config.process.clone() {
             let started = Instant::now();
-            let pid = tokio::task::spawn_blocking(move || process::find(&target))
+            let known = {
+                let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                run.process.as_ref().and_then(|p| p.pid)
+            };
+            let pid = tokio::task::spawn_blocking(move || process::find(&target, known))
                 .await
                 .unwrap_or(None);
             let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());

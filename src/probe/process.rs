@@ -11,14 +11,21 @@ pub enum ProcessTarget {
 }
 
 /// The pid of the running target, if any. Zombies are not running; the sidecar itself, whose
-/// own command line holds the match text, is never the target.
-pub fn find(target: &ProcessTarget) -> Option<u32> {
+/// own command line holds the match text, is never the target. `known`, the pid found last
+/// time, is kept while it still matches: a second matching process started later does not
+/// take its place, even when pids have wrapped around and the newcomer's is lower.
+pub fn find(target: &ProcessTarget, known: Option<u32>) -> Option<u32> {
     match target {
         ProcessTarget::PidFile(path) => {
             let pid = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
             alive(pid).then_some(pid)
         }
         ProcessTarget::Match(needle) => {
+            let matches =
+                |pid: u32| cmdline(pid).is_some_and(|c| c.contains(needle.as_str())) && alive(pid);
+            if let Some(pid) = known.filter(|pid| matches(*pid)) {
+                return Some(pid);
+            }
             let me = std::process::id();
             let mut pids: Vec<u32> = std::fs::read_dir("/proc")
                 .ok()?
@@ -28,9 +35,7 @@ pub fn find(target: &ProcessTarget) -> Option<u32> {
                 .collect();
             // The lowest pid is the one started first: the driver rather than its workers.
             pids.sort_unstable();
-            pids.into_iter().find(|pid| {
-                cmdline(*pid).is_some_and(|c| c.contains(needle.as_str())) && alive(*pid)
-            })
+            pids.into_iter().find(|pid| matches(*pid))
         }
     }
 }
@@ -74,7 +79,7 @@ mod tests {
         // become the shell.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let found = loop {
-            match find(&ProcessTarget::Match(marker.clone())) {
+            match find(&ProcessTarget::Match(marker.clone()), None) {
                 Some(pid) => break Some(pid),
                 None if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(10))
@@ -85,20 +90,57 @@ mod tests {
         assert_eq!(found, Some(child.id()));
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(find(&ProcessTarget::Match(marker)), None);
+        assert_eq!(find(&ProcessTarget::Match(marker), None), None);
+    }
+
+    /// Waits until `pids` are all found as matching (between fork and exec a child still
+    /// carries our own command line).
+    fn wait_matching(marker: &str, pids: &[u32]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let target = ProcessTarget::Match(marker.to_owned());
+        while !pids.iter().all(|p| find(&target, Some(*p)) == Some(*p)) {
+            assert!(std::time::Instant::now() < deadline, "children never ran");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn the_known_process_is_kept_while_it_runs() {
+        let marker = format!("pulse-probe-known-{}", std::process::id());
+        let spawn = || {
+            std::process::Command::new("sh")
+                .args(["-c", "sleep 30; true", &marker])
+                .spawn()
+                .unwrap()
+        };
+        let mut children = [spawn(), spawn()];
+        let pids = children.each_ref().map(|c| c.id());
+        wait_matching(&marker, &pids);
+        let target = ProcessTarget::Match(marker.clone());
+        let (low, high) = (pids[0].min(pids[1]), pids[0].max(pids[1]));
+        assert_eq!(find(&target, None), Some(low), "a newcomer: the lowest pid");
+        assert_eq!(find(&target, Some(high)), Some(high), "the known one stays");
+        let high_child = children.iter_mut().find(|c| c.id() == high).unwrap();
+        high_child.kill().unwrap();
+        high_child.wait().unwrap();
+        assert_eq!(find(&target, Some(high)), Some(low), "gone: the other one");
+        for child in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     #[test]
     fn pid_files() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("run.pid");
-        assert_eq!(find(&ProcessTarget::PidFile(file.clone())), None);
+        assert_eq!(find(&ProcessTarget::PidFile(file.clone()), None), None);
         std::fs::write(&file, format!("{}\n", std::process::id())).unwrap();
         assert_eq!(
-            find(&ProcessTarget::PidFile(file.clone())),
+            find(&ProcessTarget::PidFile(file.clone()), None),
             Some(std::process::id())
         );
         std::fs::write(&file, "not a pid").unwrap();
-        assert_eq!(find(&ProcessTarget::PidFile(file)), None);
+        assert_eq!(find(&ProcessTarget::PidFile(file), None), None);
     }
 }
