@@ -118,6 +118,9 @@ impl Layout {
             smtp: Some(format!("file://{}", self.mail().display())),
             email_to: vec!["you@example.com".into()],
             stall_after: Some(scaled(STALL_SECONDS * 2.0 / 3.0)),
+            // The default 250ms at speed 1; faster when the simulation is, so that reading
+            // late does not eat into the margin between the stall and its threshold.
+            poll_interval: Some(scaled(STEP_SECONDS / 2.0)),
             alert_interval: Some(scaled(1.0)),
             rules: [(
                 "RunFinished".to_owned(),

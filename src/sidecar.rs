@@ -171,7 +171,11 @@ pub async fn serve(
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     let gpus = gpu_reader(&config, &run)?;
     expect_collectors(&config, gpus.is_some(), &run);
-    let catching_up = Arc::new(AtomicUsize::new(2 + usize::from(gpus.is_some())));
+    // Every source thread, and the probes, until each has read once.
+    let probing = !config.probes.is_empty();
+    let catching_up = Arc::new(AtomicUsize::new(
+        2 + usize::from(gpus.is_some()) + usize::from(probing),
+    ));
     let state = Arc::new(HttpState {
         registry: metrics::registry(run.clone()),
         run: run.clone(),
@@ -202,15 +206,17 @@ pub async fn serve(
             source,
             config.gpu_interval,
             &config,
-            catching_up,
+            catching_up.clone(),
         )?);
     }
     let alerts = tokio::spawn(
-        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref()).run_every(),
+        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
+            .run_every(catching_up.clone()),
     );
-    let probes = (!config.probes.is_empty()).then(|| {
+    let probes = probing.then(|| {
         tokio::spawn(
-            Probes::new(config.probes.clone(), run.clone()).run_every(config.probe_interval),
+            Probes::new(config.probes.clone(), run.clone())
+                .run_every(config.probe_interval, catching_up.clone()),
         )
     });
     tracing::info!(

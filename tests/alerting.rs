@@ -247,13 +247,13 @@ fn a_550_is_counted_and_not_retried() {
         Some(0.0),
         "a 5xx is not retried (the counter exists from the start, at 0)"
     );
-    let saved: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(state.join("alerts.json")).unwrap()).unwrap();
-    assert_eq!(
-        saved["outbox"],
-        serde_json::json!([]),
-        "the rejected message left the outbox"
-    );
+    // The counter moves before the outbox is saved without the message: wait for the save.
+    let saved = || -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(state.join("alerts.json")).ok()?).ok()
+    };
+    wait_for("the rejected message to leave the saved outbox", || {
+        saved().is_some_and(|s| s["outbox"] == serde_json::json!([]))
+    });
 }
 
 #[test]
@@ -354,4 +354,50 @@ fn a_restart_while_firing_does_not_send_the_email_again() {
         "no second firing email after the restart: {subjects:?}"
     );
     assert!(subjects[1].contains("RESOLVED Stalled: A"), "{subjects:?}");
+}
+
+#[test]
+fn nothing_is_evaluated_before_every_input_has_been_read_once() {
+    let dir = temp_dir();
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    // A health endpoint that accepts and says nothing until the test lets go: the probes'
+    // first round, and with it the sidecar's catch-up, lasts exactly as long as the test wants.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/health", silent.local_addr().unwrap());
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let (conn, _) = silent.accept().unwrap();
+        let _ = released.recv();
+        drop(conn);
+    });
+    let sidecar = Sidecar::run(&[
+        "--log",
+        path_str(&log),
+        "--stall-after",
+        "1s",
+        "--alert-interval",
+        "100ms",
+        "--server-health-url",
+        &url,
+        "--probe-timeout",
+        "60s",
+    ]);
+    sidecar.wait_metrics("the log read", |m| {
+        m.partition("pulse_partition_requests_completed", "A") == Some(100.0)
+    });
+    // Several evaluation intervals pass with the stall in the model but the probe unanswered.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sidecar.get("/-/ready").status, 503);
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_alert_firing", "alert=\"Stalled\",partition=\"A\""),
+        None,
+        "no alert from a half-read node"
+    );
+    release.send(()).unwrap();
+    wait_for("readiness", || sidecar.get("/-/ready").status == 200);
+    sidecar.wait_metrics("the stall firing", |m| {
+        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"A\"") == Some(1.0)
+    });
 }

@@ -259,6 +259,8 @@ fn http_endpoints_negotiate_and_refuse_properly() {
     let log = dir.path().join("run.log");
     std::fs::write(&log, "Processing: A\n  1/2 (0 err) 1.0 req/s\n").unwrap();
     let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    // The log's families exist once it has been read.
+    wait_for("readiness", || sidecar.get("/-/ready").status == 200);
 
     let text = http_get(sidecar.addr, "GET", "/metrics", None);
     assert_eq!(text.status, 200);

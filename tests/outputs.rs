@@ -60,6 +60,7 @@ fn records_are_counted_inspected_and_reconciled_with_the_log() {
 
     let m = sidecar.wait_metrics("six complete records", |m| {
         records(m, "B1_glaive") == Some(6.0)
+            && m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
     });
     let b = |name| m.partition(name, "B1_glaive");
     assert_eq!(b("pulse_output_completion_tokens_total"), Some(10540.0));
@@ -86,10 +87,6 @@ fn records_are_counted_inspected_and_reconciled_with_the_log() {
     // Planned from the input file before the log says anything.
     assert_eq!(b("pulse_partition_requests_planned"), Some(400.0));
     assert_eq!(m.get("pulse_run_requests_planned", ""), Some(400.0));
-    assert_eq!(
-        m.get("pulse_collector_up", "collector=\"outputs\""),
-        Some(1.0)
-    );
 
     // The partial record completes.
     append(&raw, "ord\"}\n");
@@ -199,13 +196,11 @@ fn an_unreadable_output_file_sets_the_collector_down_and_recovers() {
     sidecar.wait_log("cannot read");
     std::fs::remove_dir(&raw).unwrap();
     append(&raw, &sglang(1, "stop", "a").repeat(3));
-    let m = sidecar.wait_metrics("recovery", |m| {
+    // Up alone is not enough: a poll between the file's creation and its write sees it empty.
+    sidecar.wait_metrics("recovery", |m| {
         m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
+            && m.partition("pulse_output_completion_tokens_total", "A") == Some(3.0)
     });
-    assert_eq!(
-        m.partition("pulse_output_completion_tokens_total", "A"),
-        Some(3.0)
-    );
 }
 
 #[test]

@@ -53,6 +53,8 @@ fn troubled_sidecar(dir: &std::path::Path) -> Sidecar {
         "--alert-interval",
         "100ms",
     ]);
+    // Ready: the log, the outputs and the GPUs have all been read once.
+    wait_for("readiness", || sidecar.get("/-/ready").status == 200);
     sidecar.wait_metrics("the stall firing", |m| {
         m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B2\"") == Some(1.0)
     });

@@ -15,6 +15,7 @@ use crate::model::{AlertState, Run};
 use crate::state::StateDir;
 use crate::status::Status;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,8 +79,11 @@ impl Engine {
         }
     }
 
-    /// Evaluates and delivers every interval, forever; abort the task to stop it.
-    pub async fn run_every(mut self) {
+    /// Evaluates and delivers every interval, forever; abort the task to stop it. Nothing is
+    /// evaluated while `catching_up` counts sources still on their first read: a half-read
+    /// backlog (one log read, the next not yet) would raise alerts that the rest disproves,
+    /// or split alerts of one moment across emails.
+    pub async fn run_every(mut self, catching_up: Arc<AtomicUsize>) {
         if let Some(delivery) = &self.config.delivery {
             match Transport::build(&delivery.target, delivery.timeout) {
                 Ok(t) => self.transport = Some(t),
@@ -90,6 +94,9 @@ impl Engine {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
+            if catching_up.load(Ordering::Acquire) > 0 {
+                continue;
+            }
             self.evaluate(clock::now());
             self.deliver().await;
         }

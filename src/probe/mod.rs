@@ -11,6 +11,7 @@ use crate::clock;
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
 use http_get::Url;
 use process::ProcessTarget;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,10 +58,14 @@ impl Probes {
         }
     }
 
-    /// Probes every `interval`, forever; abort the task to stop it.
-    pub async fn run_every(mut self, interval: Duration) {
+    /// Probes every `interval`, forever; abort the task to stop it. The first round done,
+    /// it takes itself off `catching_up`.
+    pub async fn run_every(mut self, interval: Duration, catching_up: Arc<AtomicUsize>) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        self.round().await;
+        catching_up.fetch_sub(1, Ordering::AcqRel);
         loop {
             ticks.tick().await;
             self.round().await;

@@ -26,11 +26,16 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Bytes read per `pread`.
 const CHUNK: usize = 256 * 1024;
-/// A rotated-away file is dropped after this many polls without new bytes.
+/// A rotated-away file is dropped after this many polls without new bytes, and no sooner than
+/// `DRAIN_GRACE` after its last new byte: a writer slow to reopen (a process paused by the
+/// scheduler, a fast poll interval) must not lose what it still appends. Fluent Bit's
+/// `Rotate_Wait` defaults to the same 5 s.
 const DRAIN_IDLE_POLLS: u32 = 8;
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read {path}: {source}")]
@@ -97,6 +102,8 @@ struct Open {
     /// Inside an oversized line: skip bytes until its terminator.
     discarding: bool,
     idle_polls: u32,
+    /// When the polls without new bytes began.
+    idle_since: Instant,
 }
 
 /// Follows one path across rotations and truncations.
@@ -123,6 +130,7 @@ impl Open {
             partial: Vec::new(),
             discarding: false,
             idle_polls: 0,
+            idle_since: Instant::now(),
         }
     }
 
@@ -200,6 +208,7 @@ impl Follower {
                     // disk went away) must not keep us from the new one.
                     if self.read_to_end(&mut old, u64::MAX, &mut on_line).is_ok() {
                         old.idle_polls = 0;
+                        old.idle_since = Instant::now();
                         self.draining.push(old);
                     }
                     self.stats.rotations += 1;
@@ -243,10 +252,11 @@ impl Follower {
                 open.idle_polls += 1;
             } else {
                 open.idle_polls = 0;
+                open.idle_since = Instant::now();
             }
         }
         for mut open in draining {
-            if open.idle_polls < DRAIN_IDLE_POLLS {
+            if open.idle_polls < DRAIN_IDLE_POLLS || open.idle_since.elapsed() < DRAIN_GRACE {
                 self.draining.push(open);
             } else if !open.partial.is_empty() && !open.discarding {
                 // The writer is gone from this file: its unterminated last line is all there is.
