@@ -83,7 +83,10 @@ impl StateDir {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
             Err(e) => {
-                tracing::warn!("ignoring the snapshot {}: {e}", path.display());
+                tracing::warn!(
+                    "cannot read the state file {}: {e}; starting afresh without it",
+                    path.display()
+                );
                 return None;
             }
         };

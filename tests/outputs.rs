@@ -108,6 +108,17 @@ fn records_are_counted_inspected_and_reconciled_with_the_log() {
     );
     assert_eq!(m.get("pulse_run_requests_completed", ""), Some(150.0));
 
+    // Rates need two points in time: more records in the files, more progress in the log.
+    append(&raw, &sglang(50, "stop", "more"));
+    append(&log, "  160/400 (1 err) 1.0 req/s avg_comp=300tok ETA=4m\n");
+    let m = sidecar.wait_metrics("rates from two points", |m| {
+        m.partition("pulse_partition_completion_tokens_per_second", "B1_glaive")
+            .is_some_and(|t| t > 0.0)
+            && m.get("pulse_run_eta_seconds", "").is_some_and(|e| e > 0.0)
+    });
+    assert_eq!(m.get("pulse_run_requests_completed", ""), Some(160.0));
+    assert_eq!(records(&m, "B1_glaive"), Some(8.0));
+
     // A partition that appears later is picked up when the glob is evaluated again.
     let b2 = partition_dir(dir.path(), "B2_code");
     append(
@@ -177,6 +188,32 @@ fn a_truncated_output_file_is_recounted_not_doubled() {
         m.partition("pulse_output_completion_tokens_total", "A") == Some(4.0)
     });
     assert_eq!(records(&m, "A"), Some(2.0));
+}
+
+#[test]
+fn an_output_file_replaced_by_rename_is_recounted_not_doubled() {
+    let (dir, outputs, _) = setup();
+    let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
+    append(&raw, &sglang(1, "stop", "a").repeat(5));
+    let sidecar = Sidecar::run(&["--outputs", &outputs]);
+    sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
+    // A pipeline that rewrites its results (deduplicated, say) to a temporary file and renames
+    // it over the old one: the file's records are now the new file's.
+    let tmp = dir.path().join("rewritten.jsonl.tmp");
+    std::fs::write(&tmp, sglang(2, "stop", "b").repeat(3)).unwrap();
+    std::fs::rename(&tmp, &raw).unwrap();
+    let m = sidecar.wait_metrics("the replacement", |m| {
+        m.partition("pulse_output_completion_tokens_total", "A") == Some(6.0)
+    });
+    assert_eq!(records(&m, "A"), Some(3.0));
+    append(&raw, &sglang(2, "stop", "c"));
+    let m = sidecar.wait_metrics("an append to the new file", |m| {
+        records(m, "A") == Some(4.0)
+    });
+    assert_eq!(
+        m.partition("pulse_output_completion_tokens_total", "A"),
+        Some(8.0)
+    );
 }
 
 #[test]

@@ -107,6 +107,21 @@ fn terminal_view_from_the_files_shows_the_stall_and_the_disagreement() {
         "{out}"
     );
     assert!(out.contains("-/500"), "B3 planned from its prompts: {out}");
+    // The columns after the bar: errors, req/s, tok/s, ETA, stalled-for. A one-shot read has
+    // no rate window, so no tok/s; B2's logged ETA ran out an hour ago, so it is unknown.
+    let columns = |row: &str| -> Vec<String> {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start_matches("▶").trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no row for {row}: {out}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words[words.len() - 5..]
+            .iter()
+            .map(|w| w.to_string())
+            .collect()
+    };
+    assert_eq!(columns("B1 "), ["0", "2.0", "-", "0s", "-"], "{out}");
+    assert_eq!(columns("B2 "), ["3", "1.0", "-", "-", "1h00m"], "{out}");
     assert!(
         !out.contains('\x1b'),
         "no colour when stdout is not a terminal"
@@ -237,9 +252,30 @@ fn the_status_page_renders_in_a_real_browser() {
         8,
         "eight GPU rows"
     );
-    assert!(dom.contains("href=\"/metrics\""));
+    assert_eq!(dom.matches("class=\"bar gpu\"").count(), 8, "a bar per GPU");
+    // The sparkline got a point per refresh (the page's own history).
+    let points = dom
+        .split("<polyline")
+        .nth(1)
+        .and_then(|rest| rest.split("points=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .expect("the sparkline's polyline");
     assert!(
-        !dom.contains("http://") || !dom.contains("<script src="),
-        "no external assets"
+        points.split(' ').filter(|p| p.contains(',')).count() >= 1,
+        "sparkline points: {points:?}"
     );
+    assert!(dom.contains("href=\"/metrics\""));
+
+    // Everything the served page loads comes from the sidecar itself.
+    let page = sidecar.get("/").body;
+    for opener in ["src=\"", "href=\"", "url(", "@import"] {
+        for reference in page.split(opener).skip(1) {
+            let target = reference.trim_start_matches(['"', '\'', ' ']);
+            assert!(
+                !(target.starts_with("http") || target.starts_with("//")),
+                "an external asset: {opener}{}",
+                &target[..target.len().min(60)]
+            );
+        }
+    }
 }

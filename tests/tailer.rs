@@ -309,3 +309,20 @@ fn a_corrupt_snapshot_is_reported_and_ignored() {
     sidecar.wait_log("ignoring the corrupt snapshot");
     expect_exact(&sidecar, &log, 2.0, 5.0);
 }
+
+#[test]
+fn an_unreadable_snapshot_is_reported_and_ignored() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    // Tests run as root, for whom permissions never fail a read: a directory in the
+    // snapshot's place does. Saving over it fails too, and must not stop the sidecar either.
+    std::fs::create_dir_all(state.join("snapshot.json")).unwrap();
+    std::fs::write(&log, "Processing: A\n  5/10 (0 err) 1.0 req/s\n").unwrap();
+    let sidecar = Sidecar::run(&["--log", path_str(&log), "--state-dir", path_str(&state)]);
+    sidecar.wait_log("cannot read the state file");
+    expect_exact(&sidecar, &log, 2.0, 5.0);
+    sidecar.wait_log("cannot save the snapshot");
+    append(&log, "  6/10 (0 err) 1.0 req/s\n");
+    expect_exact(&sidecar, &log, 3.0, 6.0);
+}

@@ -244,13 +244,13 @@ pub struct RunTotals {
 
 impl RunTotals {
     /// Whole-run figures from the views a caller already has: completed, planned, and the
-    /// ETA from the current rate.
+    /// ETA from the current rate (the pipeline's own req/s until we have measured one).
     pub fn of(views: &[PartitionView<'_>], now: Seconds) -> RunTotals {
         let completed = views.iter().filter_map(|v| v.completed()).sum();
         let planned = views.iter().filter_map(|v| v.planned()).sum();
         let rate: f64 = views
             .iter()
-            .filter_map(|v| v.log.and_then(|p| p.measured_rate(now)))
+            .filter_map(|v| v.log.and_then(|p| p.rate(now)))
             .sum();
         let remaining = views
             .iter()
@@ -409,6 +409,17 @@ mod tests {
         }
         let totals = RunTotals::of(&run.views(), 100.0);
         assert_eq!(totals.eta_seconds, Some(350.0));
+    }
+
+    #[test]
+    fn run_eta_from_the_logged_rate_before_a_measurement() {
+        let mut run = Run::new(&["log".into()]);
+        let parser = Parser::RunInference(RunInference);
+        for line in ["Processing: A", "  100/1000 (0 err) 2.0 req/s"] {
+            run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
+        }
+        let totals = RunTotals::of(&run.views(), 0.5);
+        assert_eq!(totals.eta_seconds, Some(450.0));
     }
 
     #[test]

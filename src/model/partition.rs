@@ -163,6 +163,13 @@ impl Partition {
         self.completed_window.rate(now)
     }
 
+    /// The rate work is done at: measured, or while active and before there is a measurement,
+    /// the pipeline's own req/s.
+    pub fn rate(&self, now: Seconds) -> Option<f64> {
+        self.measured_rate(now)
+            .or_else(|| self.requests_per_second.filter(|_| self.active))
+    }
+
     /// Completion tokens per second over the recent window, from the logged averages.
     pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
         self.tokens_window.rate(now).map(|r| r.max(0.0))

@@ -11,6 +11,9 @@ const WINDOW_SECONDS: f64 = 600.0;
 const WINDOW_POINTS: usize = 512;
 /// Below this span a rate is noise.
 const MIN_SPAN_SECONDS: f64 = 1.0;
+/// Points closer than this are merged, so that `WINDOW_POINTS` always spans `WINDOW_SECONDS`
+/// however often a source pushes (the output source pushes on every poll).
+const MIN_SPACING_SECONDS: f64 = WINDOW_SECONDS / WINDOW_POINTS as f64;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Window {
@@ -22,8 +25,14 @@ impl Window {
     pub fn push(&mut self, at: Seconds, value: f64) {
         // Values read in one poll share a time (a whole backlog at start-up does): only the
         // last of them is a point, or a backlog would look like a burst of speed.
+        let n = self.points.len();
+        let before_last = n.checked_sub(2).map(|i| self.points[i].0);
         match self.points.back_mut() {
             Some(last) if last.0 >= at => *last = (at.max(last.0), value),
+            // The newest point moves forward until it is far enough from the one before.
+            Some(last) if before_last.is_some_and(|b| last.0 - b < MIN_SPACING_SECONDS) => {
+                *last = (at, value)
+            }
             _ => self.points.push_back((at, value)),
         }
         while self.points.len() > WINDOW_POINTS
@@ -67,6 +76,19 @@ mod tests {
         w.push(10.0, 100.0);
         assert_eq!(w.rate(10.0), Some(5.0));
         assert_eq!(w.rate(20.0), Some(2.5));
+    }
+
+    #[test]
+    fn frequent_pushes_still_span_the_whole_window() {
+        let mut w = Window::default();
+        // 100 tokens in the first second, then nothing new, pushed every 20 ms for a minute.
+        for i in 0..3000 {
+            let t = f64::from(i) * 0.02;
+            w.push(t, if t < 1.0 { t * 100.0 } else { 100.0 });
+        }
+        let rate = w.rate(60.0).expect("a rate");
+        assert!((rate - 100.0 / 60.0).abs() < 0.01, "{rate}");
+        assert!(w.points.len() < 100, "{} points", w.points.len());
     }
 
     #[test]
