@@ -28,6 +28,7 @@ const GAUGES: &[(&str, &str, Gauge)] = &[
     ("pulse_partition_last_progress_timestamp_seconds", "When the completed count last increased.", |v, _| v.log?.last_progress_at),
     ("pulse_partition_active", "1 for a partition being processed now.", |v, _| v.log.map(|p| if p.active { 1.0 } else { 0.0 })),
     ("pulse_partition_stall_seconds", "Seconds since progress, for active partitions.", |v, now| v.log?.stall_seconds(now)),
+    ("pulse_partition_progress_gap_median_seconds", "Median seconds between the partition's recent progress reports (from the third gap on); the Stalled rule waits at least 5 times this.", |v, _| v.log?.median_progress_gap()),
     ("pulse_partition_log_output_gap", "The log's completed count minus the records in the output files.", |v, _| v.log_output_gap().map(|g| g as f64)),
     ("pulse_output_bytes", "Bytes of complete records in the output files.", |v, _| v.outputs.as_ref().map(|o| o.bytes as f64)),
     ("pulse_output_last_write_timestamp_seconds", "When an output file of the partition was last modified.", |v, _| v.last_write),

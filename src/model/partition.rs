@@ -102,8 +102,10 @@ impl Partition {
             self.clear_windows();
         } else if completed == self.completed && !first {
             return;
-        } else if let Some(last) = self.last_progress_at {
-            keep(&mut self.gaps, (now - last).max(0.0), HISTORY);
+        } else if let Some(last) = self.last_progress_at.filter(|last| now > *last) {
+            // Lines read in one go (a backlog, stamped with the file's mtime) say nothing about
+            // how often the pipeline reports: only gaps in time are gaps.
+            keep(&mut self.gaps, now - last, HISTORY);
         }
         self.last_progress_at = Some(now);
         self.completed = completed;

@@ -73,6 +73,28 @@ fn a_slow_reporter_gets_five_median_gaps() {
 }
 
 #[test]
+fn a_backlog_read_at_once_does_not_hide_a_slow_reporter() {
+    let mut run = Run::new(&["log".into()]);
+    // A sidecar started (without a state directory) on a run that already reported 40 times:
+    // every backlog line carries the same time.
+    let mut lines = vec![(T0, "Processing: B1".to_owned())];
+    for i in 1..=40 {
+        lines.push((T0, format!("  {i}/1000 (0 err) 1.0 req/s")));
+    }
+    // Then it goes on reporting every 5 minutes.
+    for i in 1..=3 {
+        lines.push((
+            T0 + i as f64 * 300.0,
+            format!("  {}/1000 (0 err) 1.0 req/s", 40 + i),
+        ));
+    }
+    let lines: Vec<(Seconds, &str)> = lines.iter().map(|(t, l)| (*t, l.as_str())).collect();
+    feed(&mut run, &lines);
+    assert_eq!(run.partitions["B1"].median_progress_gap(), Some(300.0));
+    assert!(eval(&run, T0 + 900.0 + 20.0 * 60.0).is_empty());
+}
+
+#[test]
 fn stall_causes_from_the_evidence() {
     let stalled_at = T0 + 60.0 + 900.0;
     let cause = |run: &Run| eval(run, stalled_at)[0].summary.clone();
