@@ -39,3 +39,21 @@ time_runs() {
 
 # best NAME: the `wall cpu rss` line of the fastest run.
 best() { sort -g "$BENCH_DIR/$1.times" | head -n1; }
+
+# ensure_jsonl DIR MIB: four partition folders of bench/gen_jsonl.py output under DIR, each file
+# exactly a quarter of MIB. Kept between runs: regenerated only when a file (or the
+# generator's manifest) is missing or has the wrong size.
+ensure_jsonl() {
+    local dir=$1 mib=$2 fresh=1 p f
+    local file_bytes=$((mib * 1048576 / 4))
+    [[ -f $dir/manifest.tsv ]] || fresh=0
+    for p in B1_glaive B2_opencodeinstruct B3_longform B4_mathinstruct; do
+        f=$dir/$p/raw_responses.jsonl
+        [[ -f $f ]] && [[ $(stat -c %s "$f") -eq $file_bytes ]] || fresh=0
+    done
+    if ((!fresh)); then
+        say "generating $mib MiB of JSONL under $dir..."
+        rm -rf "$dir"
+        "$PYTHON" "$here/gen_jsonl.py" "$dir" "$mib" 4
+    fi
+}

@@ -21,23 +21,10 @@ BENCH_JSONL_MB=${BENCH_JSONL_MB:-2048}
 
 ((BENCH_JSONL_MB > 0 && BENCH_JSONL_MB % 4 == 0)) || die "BENCH_JSONL_MB must be a multiple of 4"
 
-# Four partition folders, each file exactly a quarter of BENCH_JSONL_MB. Kept between runs:
-# regenerated only when a file (or the generator's manifest) is missing or has the wrong size.
 jsonl=$BENCH_DIR/jsonl
-parts=(B1_glaive B2_opencodeinstruct B3_longform B4_mathinstruct)
-files=()
-for p in "${parts[@]}"; do files+=("$jsonl/$p/raw_responses.jsonl"); done
+ensure_jsonl "$jsonl" "$BENCH_JSONL_MB"
+files=("$jsonl"/*/raw_responses.jsonl)
 file_bytes=$((BENCH_JSONL_MB * 1048576 / 4))
-fresh=1
-[[ -f $jsonl/manifest.tsv ]] || fresh=0
-for f in "${files[@]}"; do
-    [[ -f $f ]] && [[ $(stat -c %s "$f") -eq $file_bytes ]] || fresh=0
-done
-if ((!fresh)); then
-    say "generating $BENCH_JSONL_MB MiB of JSONL under $jsonl..."
-    rm -rf "$jsonl"
-    "$PYTHON" "$here/gen_jsonl.py" "$jsonl" "$BENCH_JSONL_MB" 4
-fi
 total_bytes=$((4 * file_bytes))
 cat "${files[@]}" >/dev/null # every tool reads from the page cache
 
