@@ -6,6 +6,7 @@
 //! live here and are copied into the model after each batch; a truncated or replaced file is
 //! counted again from its start, never on top of what it held before.
 
+mod lookup;
 pub mod record;
 
 use crate::clock;
@@ -13,6 +14,7 @@ use crate::config::OutputConfig;
 use crate::model::{InputFile, OutputFile, OutputStats, Run, DEFAULT_PARTITION};
 use crate::state::StateDir;
 use crate::tail::{Follower, Position, TailStats, Tailed};
+use record::Inspector;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,8 @@ const SNAPSHOT: &str = "outputs.json";
 
 pub struct OutputSource {
     outputs: Vec<OutputConfig>,
+    /// Per `[[outputs]]` entry, its pointers compiled once; `None` where `inspect = false`.
+    inspectors: Vec<Option<Inspector>>,
     inputs: Vec<String>,
     max_record_bytes: usize,
     files: BTreeMap<PathBuf, Followed>,
@@ -77,6 +81,10 @@ impl OutputSource {
             .unwrap_or_default();
         OutputSource {
             outputs: outputs.to_vec(),
+            inspectors: outputs
+                .iter()
+                .map(|o| o.inspect.then(|| Inspector::new(&o.pointers)))
+                .collect(),
             inputs: inputs.to_vec(),
             max_record_bytes,
             files: BTreeMap::new(),
@@ -104,7 +112,7 @@ impl OutputSource {
         let mut all_up = true;
         let now = clock::now();
         for (path, file) in &mut self.files {
-            all_up &= file.poll(path, &self.outputs, &self.run);
+            all_up &= file.poll(path, &self.inspectors, &self.run);
         }
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
         run.note_output_tokens(now);
@@ -208,16 +216,16 @@ impl Kind {
 
 impl Followed {
     /// Reads the file to its end in batches; returns whether it is readable.
-    fn poll(&mut self, path: &Path, outputs: &[OutputConfig], run: &Mutex<Run>) -> bool {
+    fn poll(&mut self, path: &Path, inspectors: &[Option<Inspector>], run: &Mutex<Run>) -> bool {
         let inspect = match self.kind {
-            Kind::Output(i) => outputs[i].inspect.then_some(&outputs[i].pointers),
+            Kind::Output(i) => inspectors[i].as_ref(),
             Kind::Input => None,
         };
         loop {
             let stats = &mut self.stats;
             let result = self.follower.poll(BATCH_BYTES, |tailed| match tailed {
                 Tailed::Line(line) => match inspect {
-                    Some(pointers) => stats.add(&pointers.inspect(line), line.len()),
+                    Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
                     None => stats.add(&record::Facts::default(), line.len()),
                 },
                 Tailed::Oversized => stats.add_oversized(),

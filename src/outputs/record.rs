@@ -3,8 +3,9 @@
 //! Fields are found with JSON pointers, several per fact, tried in order, so one default
 //! configuration reads SGLang `/generate` records, OpenAI-style responses and flat records.
 
+use super::lookup::{Found, Lookup};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::ops::Range;
 
 /// Where to find each fact in a record. Each list is tried in order; the first pointer that
 /// resolves wins (for `text`, every pointer that resolves is a text field).
@@ -58,24 +59,62 @@ pub struct Facts {
     pub empty: bool,
 }
 
-impl Pointers {
+/// The pointers of a [`Pointers`], compiled once into one [`Lookup`] that resolves them all in
+/// a single pass over each record.
+#[derive(Debug)]
+pub struct Inspector {
+    lookup: Lookup,
+    /// Where each fact's pointers sit among the lookup's, in order.
+    tokens: Range<usize>,
+    finish_reason: Range<usize>,
+    text: Range<usize>,
+    error: Range<usize>,
+}
+
+impl Inspector {
+    pub fn new(pointers: &Pointers) -> Inspector {
+        // Token counts and finish reasons are read from strings too; texts and errors only
+        // need to know whether there is anything in them.
+        let lists = [
+            (&pointers.tokens, true),
+            (&pointers.finish_reason, true),
+            (&pointers.text, false),
+            (&pointers.error, false),
+        ];
+        let all: Vec<(&str, bool)> = lists
+            .iter()
+            .flat_map(|(list, keep)| list.iter().map(|p| (p.as_str(), *keep)))
+            .collect();
+        let mut ranges = lists.iter().scan(0, |start, (list, _)| {
+            let range = *start..*start + list.len();
+            *start = range.end;
+            Some(range)
+        });
+        let mut next = || ranges.next().expect("one range per list");
+        let (tokens, finish_reason, text, error) = (next(), next(), next(), next());
+        Inspector {
+            lookup: Lookup::new(&all),
+            tokens,
+            finish_reason,
+            text,
+            error,
+        }
+    }
+
     pub fn inspect(&self, line: &[u8]) -> Facts {
-        let value: Value = match serde_json::from_slice(line) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Facts {
-                    invalid: true,
-                    ..Facts::default()
-                }
-            }
+        let Some(found) = self.lookup.find(line) else {
+            return Facts {
+                invalid: true,
+                ..Facts::default()
+            };
         };
-        let first = |pointers: &[String]| pointers.iter().find_map(|p| value.pointer(p));
+        let first = |range: &Range<usize>| found[range.clone()].iter().flatten().next();
         let error = first(&self.error).is_some_and(is_set);
-        let mut texts = self.text.iter().filter_map(|p| value.pointer(p)).peekable();
+        let mut texts = found[self.text.clone()].iter().flatten().peekable();
         let has_text = texts.peek().is_some();
         let all_empty = texts.all(|t| match t {
-            Value::String(s) => s.trim().is_empty(),
-            Value::Null => true,
+            Found::Str { blank, .. } => *blank,
+            Found::Null => true,
             _ => false,
         });
         Facts {
@@ -89,37 +128,40 @@ impl Pointers {
 }
 
 /// An error field counts when it says something: not null, false, 0 or "".
-fn is_set(v: &Value) -> bool {
+fn is_set(v: &Found) -> bool {
     match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_f64() != Some(0.0),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
+        Found::Null => false,
+        Found::Bool(b) => *b,
+        Found::Str { empty, .. } => !empty,
+        Found::U64(n) => *n != 0,
+        Found::I64(n) => *n != 0,
+        Found::F64(f) => *f != 0.0,
+        Found::Container { empty } => !empty,
     }
 }
 
 /// Token counts as integers, floats (`217.0`) or strings (`"217"`); negatives are nonsense.
-fn tokens(v: &Value) -> Option<u64> {
+fn tokens(v: &Found) -> Option<u64> {
+    let float = |f: f64| (f >= 0.0 && f.is_finite()).then(|| f.round() as u64);
     match v {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| *f >= 0.0 && f.is_finite())
-                .map(|f| f.round() as u64)
-        }),
-        Value::String(s) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(|f| tokens(&Value::from(f))),
+        Found::U64(n) => Some(*n),
+        Found::F64(f) => float(*f),
+        Found::Str {
+            text: Some(text), ..
+        } => float(text.trim().parse().ok()?),
         _ => None,
     }
 }
 
 /// Finish reasons become label values: short, printable, bounded.
-fn reason(v: &Value) -> Option<String> {
-    let s = v.as_str()?.trim();
+fn reason(v: &Found) -> Option<String> {
+    let Found::Str {
+        text: Some(text), ..
+    } = v
+    else {
+        return None;
+    };
+    let s = text.trim();
     if s.is_empty() {
         return None;
     }
@@ -136,7 +178,7 @@ mod tests {
     use super::*;
 
     fn facts(json: &str) -> Facts {
-        Pointers::default().inspect(json.as_bytes())
+        Inspector::new(&Pointers::default()).inspect(json.as_bytes())
     }
 
     #[test]
@@ -197,7 +239,11 @@ mod tests {
         ] {
             assert!(facts(bad).invalid, "{bad}");
         }
-        assert!(Pointers::default().inspect(b"\xff\xfe{}").invalid);
+        assert!(
+            Inspector::new(&Pointers::default())
+                .inspect(b"\xff\xfe{}")
+                .invalid
+        );
     }
 
     #[test]
