@@ -10,7 +10,7 @@ use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::outputs::OutputSource;
 use crate::probe::Probes;
-use crate::source::{self, Source};
+use crate::source::{self, FirstRead, Source};
 use crate::state::StateDir;
 use anyhow::Context;
 use std::future::Future;
@@ -140,13 +140,13 @@ fn start(
     source: impl Source,
     interval: Duration,
     config: &Config,
-    catching_up: Arc<AtomicUsize>,
+    first_read: FirstRead,
 ) -> anyhow::Result<Running> {
     let (stop, stopped) = mpsc::channel();
     let snapshots = config.snapshot_interval;
     let thread = std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || source::run_until(source, interval, snapshots, stopped, &catching_up))
+        .spawn(move || source::run_until(source, interval, snapshots, stopped, &first_read))
         .with_context(|| format!("cannot start the {name} thread"))?;
     Ok(Running { stop, thread })
 }
@@ -171,11 +171,15 @@ pub async fn serve(
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     let gpus = gpu_reader(&config, &run)?;
     expect_collectors(&config, gpus.is_some(), &run);
-    // Every source thread, and the probes, until each has read once.
+    // The inputs not read once yet. `/-/ready` waits for all of them. The alert engine waits
+    // for the backlog (logs and outputs) and the probes, so that it never judges half the
+    // evidence; not for the GPUs, whose first read may hang with a GPU fallen off the bus.
     let probing = !config.probes.is_empty();
     let catching_up = Arc::new(AtomicUsize::new(
         2 + usize::from(gpus.is_some()) + usize::from(probing),
     ));
+    let judging = Arc::new(AtomicUsize::new(2 + usize::from(probing)));
+    let both = || vec![catching_up.clone(), judging.clone()];
     let state = Arc::new(HttpState {
         registry: metrics::registry(run.clone()),
         run: run.clone(),
@@ -184,19 +188,13 @@ pub async fn serve(
         header_read_timeout: config.header_read_timeout,
     });
     let mut running = vec![
-        start(
-            "log-source",
-            logs,
-            config.poll_interval,
-            &config,
-            catching_up.clone(),
-        )?,
+        start("log-source", logs, config.poll_interval, &config, both())?,
         start(
             "output-source",
             outputs,
             config.poll_interval,
             &config,
-            catching_up.clone(),
+            both(),
         )?,
     ];
     if let Some(reader) = gpus {
@@ -206,17 +204,17 @@ pub async fn serve(
             source,
             config.gpu_interval,
             &config,
-            catching_up.clone(),
+            vec![catching_up.clone()],
         )?);
     }
     let alerts = tokio::spawn(
         Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
-            .run_every(catching_up.clone()),
+            .run_every(judging.clone()),
     );
     let probes = probing.then(|| {
         tokio::spawn(
             Probes::new(config.probes.clone(), run.clone())
-                .run_every(config.probe_interval, catching_up.clone()),
+                .run_every(config.probe_interval, both()),
         )
     });
     tracing::info!(

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub trait Source: Send + 'static {
@@ -14,22 +15,32 @@ pub trait Source: Send + 'static {
     fn save_snapshot(&mut self);
 }
 
+/// Counters of the inputs that have not been read once yet; each one waiting on a source is
+/// decremented when that source's first read ends.
+pub type FirstRead = Vec<Arc<AtomicUsize>>;
+
+/// Marks a first read done on every counter in `first_read`.
+pub fn first_read_done(first_read: &[Arc<AtomicUsize>]) {
+    for counter in first_read {
+        counter.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Polls `source` every `interval` until `stop` receives a message or its sender is dropped,
-/// saving a snapshot every `snapshot_every` and once more at the end. `catching_up` counts the
-/// sources that have not finished their first poll; this one decrements it once.
+/// saving a snapshot every `snapshot_every` and once more at the end.
 pub fn run_until(
     mut source: impl Source,
     interval: Duration,
     snapshot_every: Duration,
     stop: Receiver<()>,
-    catching_up: &AtomicUsize,
+    first_read: &[Arc<AtomicUsize>],
 ) {
     let mut last_snapshot: Option<Instant> = None;
     let mut first = true;
     loop {
         source.poll();
         if first {
-            catching_up.fetch_sub(1, Ordering::AcqRel);
+            first_read_done(first_read);
             first = false;
         }
         if last_snapshot.is_none_or(|t| t.elapsed() >= snapshot_every) {

@@ -17,9 +17,11 @@ use crate::status::Status;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SAVED: &str = "alerts.json";
+/// The longest alerts wait for every input's first read.
+const FIRST_READ_LIMIT: Duration = Duration::from_secs(120);
 
 /// Where emails go: a transport target and the addresses.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,10 +82,11 @@ impl Engine {
     }
 
     /// Evaluates and delivers every interval, forever; abort the task to stop it. Nothing is
-    /// evaluated while `catching_up` counts sources still on their first read: a half-read
-    /// backlog (one log read, the next not yet) would raise alerts that the rest disproves,
-    /// or split alerts of one moment across emails.
-    pub async fn run_every(mut self, catching_up: Arc<AtomicUsize>) {
+    /// evaluated while `unread` counts inputs still on their first read: a half-read backlog
+    /// (one log read, the next not yet) would raise alerts that the rest disproves, or split
+    /// alerts of one moment across emails. A first read that never ends (a hung NFS mount)
+    /// must not silence alerting, though: after `FIRST_READ_LIMIT` it goes ahead, and says so.
+    pub async fn run_every(mut self, unread: Arc<AtomicUsize>) {
         if let Some(delivery) = &self.config.delivery {
             match Transport::build(&delivery.target, delivery.timeout) {
                 Ok(t) => self.transport = Some(t),
@@ -92,11 +95,19 @@ impl Engine {
         }
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let started = Instant::now();
+        let mut waiting = true;
         loop {
             ticks.tick().await;
-            if catching_up.load(Ordering::Acquire) > 0 {
-                continue;
+            if waiting && unread.load(Ordering::Acquire) > 0 {
+                if started.elapsed() < FIRST_READ_LIMIT {
+                    continue;
+                }
+                tracing::warn!(
+                    "some inputs have not been read once after {FIRST_READ_LIMIT:?}; judging alerts on what has been read"
+                );
             }
+            waiting = false;
             self.evaluate(clock::now());
             self.deliver().await;
         }

@@ -9,9 +9,9 @@ pub mod process;
 
 use crate::clock;
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
+use crate::source::{first_read_done, FirstRead};
 use http_get::Url;
 use process::ProcessTarget;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,14 +58,14 @@ impl Probes {
         }
     }
 
-    /// Probes every `interval`, forever; abort the task to stop it. The first round done,
-    /// it takes itself off `catching_up`.
-    pub async fn run_every(mut self, interval: Duration, catching_up: Arc<AtomicUsize>) {
+    /// Probes every `interval`, forever; abort the task to stop it. The first round done, it
+    /// marks its first read done on `first_read`.
+    pub async fn run_every(mut self, interval: Duration, first_read: FirstRead) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
         self.round().await;
-        catching_up.fetch_sub(1, Ordering::AcqRel);
+        first_read_done(&first_read);
         loop {
             ticks.tick().await;
             self.round().await;
@@ -75,41 +75,58 @@ impl Probes {
     /// One round of every configured probe.
     pub async fn round(&mut self) {
         if let Some(target) = self.config.process.clone() {
-            let started = Instant::now();
-            let known = {
-                let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-                run.process.as_ref().and_then(|p| p.pid)
-            };
-            let pid = tokio::task::spawn_blocking(move || process::find(&target, known))
-                .await
-                .unwrap_or(None);
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-            let state = run.process.get_or_insert_with(ProcessState::default);
-            match state.observe(pid, clock::now()) {
-                Some(ProcessChange::Started(pid)) => {
-                    tracing::info!("pipeline process {pid} is running")
-                }
-                Some(ProcessChange::Exited(pid)) => tracing::warn!("pipeline process {pid} exited"),
-                Some(ProcessChange::Replaced { old, new }) => {
-                    tracing::warn!("pipeline process {old} exited; {new} runs in its place")
-                }
-                None => {}
-            }
-            run.set_collector("process", true, started.elapsed().as_secs_f64());
+            self.process_round(target).await;
         }
         if self.config.health_url.is_some() || self.config.metrics_url.is_some() {
-            let started = Instant::now();
-            let server = self.server().await;
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-            if let (Some(error), Some(old)) = (&server.error, &run.server) {
-                if old.error.as_ref() != Some(error) {
-                    tracing::warn!("inference server probe: {error}");
-                }
-            }
-            let worked = server.error.is_none();
-            run.server = Some(server);
-            run.set_collector("server", worked, started.elapsed().as_secs_f64());
+            self.server_round().await;
         }
+    }
+
+    async fn process_round(&mut self, target: ProcessTarget) {
+        let started = Instant::now();
+        let known = {
+            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            run.process.as_ref().and_then(|p| p.pid)
+        };
+        // Reading /proc can block on a process stuck in the kernel (a hung CUDA call): the
+        // round must end anyway, with the process state unknown this time.
+        let find = tokio::task::spawn_blocking(move || process::find(&target, known));
+        let found = tokio::time::timeout(self.config.timeout, find).await;
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(found) = found else {
+            tracing::warn!(
+                "looking for the pipeline process in /proc took over {:?}",
+                self.config.timeout
+            );
+            run.set_collector("process", false, started.elapsed().as_secs_f64());
+            return;
+        };
+        let state = run.process.get_or_insert_with(ProcessState::default);
+        match state.observe(found.unwrap_or(None), clock::now()) {
+            Some(ProcessChange::Started(pid)) => {
+                tracing::info!("pipeline process {pid} is running")
+            }
+            Some(ProcessChange::Exited(pid)) => tracing::warn!("pipeline process {pid} exited"),
+            Some(ProcessChange::Replaced { old, new }) => {
+                tracing::warn!("pipeline process {old} exited; {new} runs in its place")
+            }
+            None => {}
+        }
+        run.set_collector("process", true, started.elapsed().as_secs_f64());
+    }
+
+    async fn server_round(&mut self) {
+        let started = Instant::now();
+        let server = self.server().await;
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(error), Some(old)) = (&server.error, &run.server) {
+            if old.error.as_ref() != Some(error) {
+                tracing::warn!("inference server probe: {error}");
+            }
+        }
+        let worked = server.error.is_none();
+        run.server = Some(server);
+        run.set_collector("server", worked, started.elapsed().as_secs_f64());
     }
 
     async fn server(&mut self) -> ServerState {
