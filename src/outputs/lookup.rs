@@ -1,17 +1,26 @@
 //! Resolves a fixed set of JSON pointers in one pass over a record, without building the
-//! document. Keys no pointer goes through are skipped (validated, not allocated), and a string
-//! a pointer ends at is looked at where it lies. Building a `serde_json::Value` per record and
+//! document. Values no pointer goes into are walked without being kept, and a string a pointer
+//! ends at is looked at where it lies. Building a `serde_json::Value` per record and
 //! splitting every pointer for every record was about half of inspection's time
 //! (BENCHMARKS.md, output files).
 //!
 //! The answers are those of `serde_json::Value::pointer` on the parsed record, duplicate keys
 //! included (the last one wins).
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
-/// Strings longer than this are not kept whole; only whether they are empty or blank is.
+/// Kept strings longer than this are cut to it.
 const MAX_KEPT: usize = 1024;
+
+/// Where values no pointer goes into are walked: serde_json's `IgnoredAny` would be faster, but
+/// it skips more leniently than it parses (lone surrogates, numbers out of range, nesting
+/// depth), and a record must be invalid exactly when `serde_json::Value` says so.
+static NOWHERE: Node = Node {
+    ends: Vec::new(),
+    under: Vec::new(),
+    children: Vec::new(),
+};
 
 /// What a pointer found, reduced to what inspection asks of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,8 +34,11 @@ pub enum Found {
         empty: bool,
         /// Empty after trimming whitespace.
         blank: bool,
-        /// The string, when its pointer asked for it to be kept and it is short enough.
+        /// The string trimmed of whitespace, when its pointer asked for it to be kept; cut to
+        /// `MAX_KEPT` bytes.
         text: Option<String>,
+        /// Whether `text` was cut.
+        cut: bool,
     },
     /// An array or an object, and whether it has no members.
     Container {
@@ -193,12 +205,19 @@ impl<'de> Visitor<'de> for Walk<'_> {
 
     fn visit_str<E>(mut self, s: &str) -> Result<bool, E> {
         if !self.node.ends.is_empty() {
-            let (empty, blank) = (s.is_empty(), s.trim().is_empty());
+            let trimmed = s.trim();
+            let cut = trimmed.len() > MAX_KEPT;
+            let mut end = trimmed.len().min(MAX_KEPT);
+            while !trimmed.is_char_boundary(end) {
+                end -= 1;
+            }
+            let kept = &trimmed[..end];
             let keep = self.keep;
             self.put(|i| Found::Str {
-                empty,
-                blank,
-                text: (keep[i] && s.len() <= MAX_KEPT).then(|| s.to_owned()),
+                empty: s.is_empty(),
+                blank: trimmed.is_empty(),
+                text: keep[i].then(|| kept.to_owned()),
+                cut,
             });
         }
         Ok(false)
@@ -214,7 +233,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     map.next_value_seed(self.child(node))?;
                 }
                 None => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value_seed(self.child(&NOWHERE))?;
                 }
             }
         }
@@ -228,7 +247,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
             let child = self.node.children.iter().find(|c| c.index == Some(len));
             let more = match child {
                 Some(c) => seq.next_element_seed(self.child(&c.node))?.is_some(),
-                None => seq.next_element::<IgnoredAny>()?.is_some(),
+                None => seq.next_element_seed(self.child(&NOWHERE))?.is_some(),
             };
             if !more {
                 break;
@@ -286,7 +305,8 @@ mod tests {
                         Value::String(s) => Found::Str {
                             empty: s.is_empty(),
                             blank: s.trim().is_empty(),
-                            text: Some(s.clone()),
+                            text: Some(s.trim().to_owned()),
+                            cut: false,
                         },
                         Value::Array(a) => Found::Container {
                             empty: a.is_empty(),
@@ -336,6 +356,19 @@ mod tests {
             r#"{"text":"x"} trailing"#,
             r#"{"text":"cut"#,
             "{\"text\":\"\u{1F600}\"}",
+            // Where no pointer looks, the record must still be JSON as serde_json parses it.
+            r#"{"prompt":"\ud83d","text":"lone surrogate elsewhere"}"#,
+            r#"{"x":1e400,"text":"number out of range elsewhere"}"#,
+            &format!(
+                r#"{{"deep":{}{},"text":"too deep elsewhere"}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
+            &format!(
+                r#"{{"deep":{}{},"text":"deep but fine"}}"#,
+                "[".repeat(100),
+                "]".repeat(100)
+            ),
         ] {
             assert_eq!(
                 lookup.find(line.as_bytes()),
@@ -352,18 +385,22 @@ mod tests {
     }
 
     #[test]
-    fn long_strings_are_not_kept_unless_asked() {
-        let long = "x".repeat(MAX_KEPT + 1);
+    fn strings_are_kept_trimmed_and_cut_only_when_asked() {
+        let long = format!("  {}é", "x".repeat(MAX_KEPT - 1));
         let line = format!(r#"{{"a":"{long}","b":"short"}}"#);
         let lookup = Lookup::new(&[("/a", true), ("/b", false)]);
         let found = lookup.find(line.as_bytes()).unwrap();
         let strings: Vec<_> = found
             .iter()
             .map(|f| match f {
-                Some(Found::Str { blank, text, .. }) => (*blank, text.clone()),
+                Some(Found::Str { text, cut, .. }) => (text.clone(), *cut),
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(strings, [(false, None), (false, None)]);
+        // The cut falls inside the two-byte "é": it is left out whole.
+        assert_eq!(
+            strings,
+            [(Some("x".repeat(MAX_KEPT - 1)), true), (None, false)]
+        );
     }
 }

@@ -146,22 +146,21 @@ fn tokens(v: &Found) -> Option<u64> {
     match v {
         Found::U64(n) => Some(*n),
         Found::F64(f) => float(*f),
+        // A number over a kilobyte long is not a token count.
         Found::Str {
-            text: Some(text), ..
-        } => float(text.trim().parse().ok()?),
+            text: Some(text),
+            cut: false,
+            ..
+        } => float(text.parse().ok()?),
         _ => None,
     }
 }
 
 /// Finish reasons become label values: short, printable, bounded.
 fn reason(v: &Found) -> Option<String> {
-    let Found::Str {
-        text: Some(text), ..
-    } = v
-    else {
+    let Found::Str { text: Some(s), .. } = v else {
         return None;
     };
-    let s = text.trim();
     if s.is_empty() {
         return None;
     }
@@ -259,5 +258,13 @@ mod tests {
         );
         let r = f.finish_reason.unwrap();
         assert!(r.len() <= 32 && !r.contains('\n'), "{r}");
+        // An error message several kilobytes long in the finish reason is still a reason.
+        let long = format!(r#"{{"finish_reason":"  abort: {}"}}"#, "x".repeat(5000));
+        assert_eq!(
+            facts(&long).finish_reason.as_deref(),
+            Some("abort:_xxxxxxxxxxxxxxxxxxxxxxxxx")
+        );
+        let long_number = format!(r#"{{"completion_tokens":"{}"}}"#, "9".repeat(2000));
+        assert_eq!(facts(&long_number).tokens, None);
     }
 }
