@@ -244,7 +244,7 @@ pub struct RunTotals {
 
 impl RunTotals {
     /// Whole-run figures from the views a caller already has: completed, planned, and the
-    /// ETA from the current rate (the pipeline's own req/s until we have measured one).
+    /// ETA from the current rate (the one the logged ETAs imply until we have measured one).
     pub fn of(views: &[PartitionView<'_>], now: Seconds) -> RunTotals {
         let completed = views.iter().filter_map(|v| v.completed()).sum();
         let planned = views.iter().filter_map(|v| v.planned()).sum();
@@ -412,14 +412,17 @@ mod tests {
     }
 
     #[test]
-    fn run_eta_from_the_logged_rate_before_a_measurement() {
+    fn run_eta_from_the_logged_eta_before_a_measurement() {
         let mut run = Run::new(&["log".into()]);
         let parser = Parser::RunInference(RunInference);
-        for line in ["Processing: A", "  100/1000 (0 err) 2.0 req/s"] {
+        for line in ["Processing: A", "  100/1000 (0 err) 2.0 req/s ETA=7.5m"] {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
         }
-        let totals = RunTotals::of(&run.views(), 0.5);
-        assert_eq!(totals.eta_seconds, Some(450.0));
+        let eta = |now| RunTotals::of(&run.views(), now).eta_seconds;
+        assert_eq!(eta(0.5), Some(449.5), "counted down like the partition's");
+        // Stalled past the logged ETA: the run's ETA is unknown, as the partition's is, and
+        // the logged 2.0 req/s does not make it look on course.
+        assert_eq!(eta(600.0), None);
     }
 
     #[test]

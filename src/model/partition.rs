@@ -165,11 +165,15 @@ impl Partition {
         self.completed_window.rate(now)
     }
 
-    /// The rate work is done at: measured, or while active and before there is a measurement,
-    /// the pipeline's own req/s.
+    /// The rate work is done at: measured, or before there is a measurement, the rate the
+    /// pipeline's logged ETA implies while it is still counting down. Not its logged req/s,
+    /// which a stalled partition keeps showing forever.
     pub fn rate(&self, now: Seconds) -> Option<f64> {
-        self.measured_rate(now)
-            .or_else(|| self.requests_per_second.filter(|_| self.active))
+        self.measured_rate(now).or_else(|| {
+            let remaining = self.planned?.saturating_sub(self.completed);
+            let eta = self.eta_seconds(now).filter(|e| *e > 0.0)?;
+            (self.active && remaining > 0).then(|| remaining as f64 / eta)
+        })
     }
 
     /// Completion tokens per second over the recent window, from the logged averages.
