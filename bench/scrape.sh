@@ -52,7 +52,10 @@ free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0
 # wait_for URL PATTERN: until the body of URL matches PATTERN (60 s at most).
 wait_for() {
     for _ in $(seq 6000); do
-        curl -sf "$1" 2>/dev/null | grep -Eq "$2" && return 0
+        # Not `curl | grep -q`: grep quits at its match, and with pipefail curl's SIGPIPE on a
+        # large body would count as a failure.
+        local body
+        body=$(curl -sf "$1" 2>/dev/null) && grep -Eq "$2" <<<"$body" && return 0
         sleep 0.01
     done
     die "$1 never matched $2"
@@ -128,8 +131,8 @@ wait "$pulse_pid" "$mtail_pid" "$node_pid" 2>/dev/null || true
 pids=()
 
 # --- during a catch-up --------------------------------------------------------------------
-# A fresh sidecar on the 2 GiB of outputs, scraped from the moment it listens for as long as
-# its first read lasts (a second less than bench/outputs.sh measured, at most BENCH_SECONDS).
+# A fresh sidecar on the 2 GiB of outputs, scraped from the moment it listens, for 2 s of a
+# first read that takes about 3 s (bench/outputs.sh); the script says if the read ended first.
 catch_port=$(free_port)
 started=$EPOCHREALTIME
 "$PULSE" run --listen "127.0.0.1:$catch_port" --outputs "$big/*/raw_responses.jsonl" --gpu off \

@@ -408,6 +408,29 @@ mod tests {
     }
 
     #[test]
+    fn a_writer_slow_to_reopen_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        append(&path, b"first\n");
+        let mut f = Follower::new(&path, 1024);
+        assert_eq!(lines(&mut f), ["first"]);
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::fs::rename(&path, dir.path().join("log.1")).unwrap();
+        append(&path, b"new\n");
+        assert_eq!(lines(&mut f), ["new"]);
+        // Many more polls than DRAIN_IDLE_POLLS pass (a fast poll interval) before the writer,
+        // still on the renamed file, writes again: well within DRAIN_GRACE, so it is read.
+        for _ in 0..4 * DRAIN_IDLE_POLLS {
+            assert!(lines(&mut f).is_empty());
+        }
+        writer.write_all(b"late\n").unwrap();
+        assert_eq!(lines(&mut f), ["late"]);
+    }
+
+    #[test]
     fn oversized_line_is_dropped_and_counted() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
