@@ -596,14 +596,27 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
     };
     for rule in &rules {
         let name = rule["name"].as_str().unwrap().to_owned();
+        let query = rule["query"].as_str().unwrap();
         let expect = match rule["type"].as_str() {
             Some("alerting") => Expect::Evaluates,
             _ if name.starts_with("job:") => Expect::Fleet,
             _ => Expect::EachInstance,
         };
+        // An alert's condition holds only when something is wrong, but what it reads must be
+        // there for every instance, or the alert could never fire on some of them.
+        if matches!(expect, Expect::Evaluates) {
+            for metric in metric_names(query) {
+                checks.push(Check {
+                    what: format!("alerting rule {name} reads {metric}"),
+                    expr: format!("count by (instance) ({metric})"),
+                    expect: Expect::EachInstance,
+                    last: String::new(),
+                });
+            }
+        }
         checks.push(Check {
             what: format!("{} rule {name}", rule["type"]),
-            expr: rule["query"].as_str().unwrap().to_owned(),
+            expr: query.to_owned(),
             expect,
             last: String::new(),
         });
