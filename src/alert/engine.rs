@@ -17,7 +17,7 @@ use crate::status::Status;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SAVED: &str = "alerts.json";
 /// The longest alerts wait for every input's first read.
@@ -95,7 +95,8 @@ impl Engine {
         }
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let started = Instant::now();
+        // tokio's clock, not std's: the tests pause it.
+        let started = tokio::time::Instant::now();
         let mut waiting = true;
         loop {
             ticks.tick().await;
@@ -293,6 +294,7 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
 mod tests {
     use super::*;
     use crate::alert::AlertName;
+    use crate::parse::{Parser, RunInference};
 
     fn config(delivery: Option<Delivery>) -> AlertConfig {
         let mut rules = Rules::default();
@@ -316,6 +318,55 @@ mod tests {
             .filter(|((a, _), _)| a == alert)
             .map(|((_, result), n)| (result.clone(), *n))
             .collect()
+    }
+
+    /// A run whose only partition last made progress an hour ago: `Stalled` holds.
+    fn stalled_run() -> Arc<Mutex<Run>> {
+        let mut run = Run::new(&["log".into()]);
+        let parser = Parser::RunInference(RunInference);
+        let then = clock::now() - 3600.0;
+        for line in [
+            "Processing: A",
+            "A: 1000 prompts",
+            "  100/1000 (0 err) 1.0 req/s",
+        ] {
+            run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), then);
+        }
+        Arc::new(Mutex::new(run))
+    }
+
+    fn firing(run: &Mutex<Run>) -> Vec<String> {
+        let run = run.lock().unwrap();
+        run.alerts.iter().map(|a| a.alert.clone()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn alerts_wait_for_every_first_read() {
+        let run = stalled_run();
+        let unread = Arc::new(AtomicUsize::new(2));
+        let engine =
+            tokio::spawn(Engine::new(config(None), run.clone(), None).run_every(unread.clone()));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            firing(&run).is_empty(),
+            "judged before the inputs were read"
+        );
+        unread.fetch_sub(2, Ordering::AcqRel);
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(firing(&run), ["Stalled"]);
+        engine.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_read_that_never_ends_does_not_silence_alerts() {
+        let run = stalled_run();
+        let unread = Arc::new(AtomicUsize::new(1));
+        let engine = tokio::spawn(Engine::new(config(None), run.clone(), None).run_every(unread));
+        tokio::time::sleep(FIRST_READ_LIMIT - Duration::from_secs(20)).await;
+        assert!(firing(&run).is_empty());
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        assert_eq!(firing(&run), ["Stalled"]);
+        engine.abort();
     }
 
     #[test]
