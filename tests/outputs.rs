@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::time::Duration;
 
 fn sglang(tokens: u64, reason: &str, text: &str) -> String {
     format!(
@@ -232,8 +233,16 @@ fn an_unreadable_output_file_sets_the_collector_down_and_recovers() {
         m.get("pulse_collector_up", "collector=\"outputs\"") == Some(0.0)
     });
     sidecar.wait_log("cannot read");
+    // The poll interval is 20 ms: many polls meet the same problem while it lasts...
+    std::thread::sleep(Duration::from_millis(300));
     std::fs::remove_dir(&raw).unwrap();
     append(&raw, &sglang(1, "stop", "a").repeat(3));
+    // ...and it was logged once, not once a poll.
+    let meanwhile = sidecar.log_until("again");
+    assert!(
+        !meanwhile.iter().any(|l| l.contains("cannot read")),
+        "{meanwhile:#?}"
+    );
     // Up alone is not enough: a poll between the file's creation and its write sees it empty.
     sidecar.wait_metrics("recovery", |m| {
         m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)

@@ -104,12 +104,24 @@ impl Sidecar {
         if let Some(line) = self.startup_log.iter().find(|l| l.contains(needle)) {
             return line.clone();
         }
+        self.log_until(needle).pop().expect("the matching line")
+    }
+
+    /// Every line the sidecar logs from now until one containing `needle` (the last one), or
+    /// fails after 10 s.
+    pub fn log_until(&self, needle: &str) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut lines = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => continue,
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    lines.push(line);
+                    if found {
+                        return lines;
+                    }
+                }
                 Err(_) => panic!("the sidecar never logged {needle:?}"),
             }
         }
