@@ -3,54 +3,14 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
 fn demo_serves_a_simulated_run_and_stops_by_itself() {
     let dir = temp_dir();
     let demo_dir = dir.path().join("demo");
-    let mut child = Command::new(BIN)
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--speed",
-            "40",
-            "--duration",
-            "6s",
-            "--dir",
-        ])
-        .arg(&demo_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
-    let mut banner = Vec::new();
-    let addr: std::net::SocketAddr = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the demo printed where to look");
-        banner.push(line.clone());
-        if let Some(url) = line.trim().strip_prefix("metrics:") {
-            let url = url
-                .trim()
-                .trim_start_matches("http://")
-                .trim_end_matches("/metrics");
-            break url.parse().expect("an address");
-        }
-    };
+    let mut demo = Demo::start(&demo_dir, "40", "6s");
+    let (addr, banner) = (demo.addr, &demo.banner);
     assert!(banner.iter().any(|l| l.contains("simulated")), "{banner:?}");
     // Polls what the demo exposes until the simulated run has moved on to its second partition.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -90,7 +50,7 @@ fn demo_serves_a_simulated_run_and_stops_by_itself() {
     assert!(demo_dir
         .join("prepared/B1_glaive/raw_responses.jsonl")
         .is_file());
-    let status = wait_exit(&mut child, Duration::from_secs(15));
+    let status = wait_exit(&mut demo.process.0, Duration::from_secs(15));
     assert!(
         status.success(),
         "--duration should end the demo cleanly: {status}"

@@ -16,7 +16,6 @@ use common::prometheus::Prometheus;
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -373,45 +372,6 @@ fn fake_inference_server(dir: &Path) -> (Killed, u16) {
     (server, port)
 }
 
-/// Starts `demo` simulating a pipeline in `dir`; returns once it printed where to look.
-fn start_demo(dir: &Path) -> Killed {
-    let mut child = Command::new(BIN)
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--speed",
-            "4",
-            "--duration",
-            "10m",
-            "--dir",
-        ])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start pipeline-pulse demo");
-    let stdout = child.stdout.take().unwrap();
-    let demo = Killed(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Keeps reading to the end, so the demo never writes into a closed pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("the demo printed where to look");
-        if line.trim_start().starts_with("metrics:") {
-            return demo;
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Expect {
     /// A finite value in a series of each scraped instance.
@@ -478,7 +438,7 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
     for n in 1..=3 {
         let name = format!("demo-node{n}");
         let demo_dir = dir.path().join(&name);
-        demos.push(start_demo(&demo_dir));
+        demos.push(Demo::start(&demo_dir, "4", "10m"));
         let log = format!("{}/logs/inference_all.log", demo_dir.display());
         let outputs = format!("{}/prepared/*/raw_responses.jsonl", demo_dir.display());
         // The demo process is the driver: its command line names its folder, and the

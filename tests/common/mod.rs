@@ -278,6 +278,59 @@ pub fn path_str(p: &Path) -> &str {
 }
 
 /// A child process, killed when dropped.
+/// A `demo` process simulating a pipeline in a folder, once it has printed where to look.
+pub struct Demo {
+    pub process: Killed,
+    /// Where its sidecar listens.
+    pub addr: SocketAddr,
+    /// What it printed up to and including its `metrics:` line.
+    pub banner: Vec<String>,
+}
+
+impl Demo {
+    pub fn start(dir: &Path, speed: &str, duration: &str) -> Demo {
+        let mut child = Command::new(BIN)
+            .args(["demo", "--listen", "127.0.0.1:0", "--speed", speed])
+            .args(["--duration", duration, "--dir"])
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start pipeline-pulse demo");
+        let stdout = child.stdout.take().unwrap();
+        let process = Killed(child);
+        let (tx, rx) = mpsc::channel();
+        // Keeps reading to the end, so the demo never writes into a closed pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut banner = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("the demo printed where to look");
+            banner.push(line.clone());
+            if let Some(url) = line.trim().strip_prefix("metrics:") {
+                let addr = url
+                    .trim()
+                    .trim_start_matches("http://")
+                    .trim_end_matches("/metrics")
+                    .parse()
+                    .expect("an address");
+                return Demo {
+                    process,
+                    addr,
+                    banner,
+                };
+            }
+        }
+    }
+}
+
 pub struct Killed(pub Child);
 
 impl Drop for Killed {
