@@ -128,24 +128,19 @@ fn a_real_prometheus_scrapes_us() {
     let prometheus = scraping(&[sidecar.addr]);
     let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
     assert_eq!(up, 1.0, "Prometheus could not scrape us");
-    let completed = prometheus.wait_value(
-        "pulse_partition_requests_completed{partition=\"B1_glaive\"}",
-        Duration::from_secs(10),
-    );
-    assert_eq!(completed, 100.0);
-    let info = prometheus.wait_value(
-        "pulse_partition_info{partition=\"B1_glaive\",mode=\"SHORT\"}",
-        Duration::from_secs(10),
-    );
-    assert_eq!(info, 1.0);
-    let gpus = prometheus.wait_value(
-        "count(pulse_gpu_info{name=\"simulated\"})",
-        Duration::from_secs(10),
-    );
-    assert_eq!(gpus, 8.0);
-    let restarts = prometheus.wait_value(
-        "sum(pulse_pipeline_restarts_total)",
-        Duration::from_secs(10),
-    );
-    assert_eq!(restarts, 1.0);
+    for (query, expected) in [
+        (
+            "pulse_partition_requests_completed{partition=\"B1_glaive\"}",
+            100.0,
+        ),
+        (
+            "pulse_partition_info{partition=\"B1_glaive\",mode=\"SHORT\"}",
+            1.0,
+        ),
+        ("count(pulse_gpu_info{name=\"simulated\"})", 8.0),
+        ("sum(pulse_pipeline_restarts_total)", 1.0),
+    ] {
+        let value = prometheus.wait_value(query, Duration::from_secs(10));
+        assert_eq!(value, expected, "{query}");
+    }
 }

@@ -384,20 +384,22 @@ mod tests {
         assert_eq!(f.stats().truncations, 1);
     }
 
+    /// A followed log renamed to `log.1` by logrotate's `create`, and the writer's descriptor,
+    /// which still points at the renamed file.
+    fn rotated_with_writer_still_open(path: &Path) -> (Follower, std::fs::File) {
+        append(path, b"first\n");
+        let mut f = Follower::new(path, 1024);
+        assert_eq!(lines(&mut f), ["first"]);
+        let writer = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        std::fs::rename(path, path.with_extension("1")).unwrap();
+        (f, writer)
+    }
+
     #[test]
     fn rename_rotation_drains_the_old_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let old = dir.path().join("log.1");
-        append(&path, b"first\n");
-        let mut f = Follower::new(&path, 1024);
-        assert_eq!(lines(&mut f), ["first"]);
-        // The writer keeps its descriptor on the renamed file for a moment.
-        let mut writer = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap();
-        std::fs::rename(&path, &old).unwrap();
+        let (mut f, mut writer) = rotated_with_writer_still_open(&path);
         writer.write_all(b"late\n").unwrap();
         append(&path, b"new\n");
         let mut got = lines(&mut f);
@@ -411,14 +413,7 @@ mod tests {
     fn a_writer_slow_to_reopen_loses_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        append(&path, b"first\n");
-        let mut f = Follower::new(&path, 1024);
-        assert_eq!(lines(&mut f), ["first"]);
-        let mut writer = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap();
-        std::fs::rename(&path, dir.path().join("log.1")).unwrap();
+        let (mut f, mut writer) = rotated_with_writer_still_open(&path);
         append(&path, b"new\n");
         assert_eq!(lines(&mut f), ["new"]);
         // Many more polls than DRAIN_IDLE_POLLS pass (a fast poll interval) before the writer,
