@@ -195,6 +195,13 @@ mod tests {
 
     const HOUR: f64 = 3600.0;
 
+    /// The default rules, with `alert` firing as soon as it holds.
+    fn at_once(alert: AlertName) -> Rules {
+        let mut rules = Rules::default();
+        rules.0.get_mut(&alert).unwrap().for_seconds = 0.0;
+        rules
+    }
+
     #[test]
     fn pending_firing_reminder_resolved() {
         let rules = Rules::default(); // ServerDown: for 2m
@@ -247,31 +254,20 @@ mod tests {
 
     #[test]
     fn alerts_of_one_evaluation_come_together() {
-        let rules = Rules::default();
+        let rules = at_once(AlertName::LogOutputMismatch);
         let mut l = Lifecycle::default();
         let both = vec![
             cond(AlertName::Stalled, Some("A")),
             cond(AlertName::LogOutputMismatch, Some("A")),
         ];
-        let mut rules_now = rules.clone();
-        rules_now
-            .0
-            .get_mut(&AlertName::LogOutputMismatch)
-            .unwrap()
-            .for_seconds = 0.0;
-        let n = l.step(both, &rules_now, HOUR, 0.0);
+        let n = l.step(both, &rules, HOUR, 0.0);
         assert_eq!(n.len(), 2);
         assert!(n.iter().all(|n| n.kind == Kind::Firing));
     }
 
     #[test]
     fn process_exited_inhibits_stalled() {
-        let mut rules = Rules::default();
-        rules
-            .0
-            .get_mut(&AlertName::ProcessExited)
-            .unwrap()
-            .for_seconds = 0.0;
+        let rules = at_once(AlertName::ProcessExited);
         let mut l = Lifecycle::default();
         let both = || {
             vec![
@@ -302,12 +298,7 @@ mod tests {
 
     #[test]
     fn an_inhibited_alert_that_ends_is_never_resolved() {
-        let mut rules = Rules::default();
-        rules
-            .0
-            .get_mut(&AlertName::ProcessExited)
-            .unwrap()
-            .for_seconds = 0.0;
+        let rules = at_once(AlertName::ProcessExited);
         let mut l = Lifecycle::default();
         l.step(
             vec![
