@@ -59,6 +59,10 @@ impl LogSource {
         if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
         }
+        if !logs.is_empty() {
+            let mut run = source.run.lock().unwrap_or_else(|e| e.into_inner());
+            run.expect_collector("log");
+        }
         source
     }
 

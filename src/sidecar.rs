@@ -78,29 +78,6 @@ fn gpu_reader(
     }
 }
 
-/// Marks every configured collector down until its first read reports, so that a scrape
-/// that comes before then shows `pulse_collector_up 0` instead of leaving the series out.
-fn expect_collectors(config: &Config, gpus: bool, run: &Mutex<Run>) {
-    let probes = &config.probes;
-    let configured = [
-        ("log", !config.logs.is_empty()),
-        (
-            "outputs",
-            !config.outputs.is_empty() || !config.inputs.is_empty(),
-        ),
-        ("gpu", gpus),
-        ("process", probes.process.is_some()),
-        (
-            "server",
-            probes.health_url.is_some() || probes.metrics_url.is_some(),
-        ),
-    ];
-    let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
-    for (name, _) in configured.into_iter().filter(|(_, on)| *on) {
-        run.expect_collector(name);
-    }
-}
-
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
@@ -170,7 +147,6 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     let gpus = gpu_reader(&config, &run)?;
-    expect_collectors(&config, gpus.is_some(), &run);
     // The inputs not read once yet. `/-/ready` waits for all of them. The alert engine waits
     // for the backlog (logs and outputs) and the probes, so that it never judges half the
     // evidence; not for the GPUs, whose first read may hang with a GPU fallen off the bus.

@@ -67,6 +67,9 @@ pub struct GpuSource {
 
 impl GpuSource {
     pub fn new(reader: Box<dyn GpuReader>, run: Arc<Mutex<Run>>, processes: bool) -> GpuSource {
+        run.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expect_collector("gpu");
         GpuSource {
             reader,
             run,

@@ -235,7 +235,9 @@ impl Run {
         self.partitions.values().map(|p| p.restarts).sum()
     }
 
-    /// Lists a collector as down unless it has already reported.
+    /// Lists a collector as down unless it has already reported. Each source calls it when it
+    /// is made, so a scrape before its first read shows `pulse_collector_up 0` rather than no
+    /// series at all.
     pub fn expect_collector(&mut self, name: &'static str) {
         self.collectors.entry(name).or_insert(CollectorState {
             up: false,

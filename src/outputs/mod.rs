@@ -79,6 +79,10 @@ impl OutputSource {
             .as_ref()
             .and_then(|s| s.load_json(SNAPSHOT))
             .unwrap_or_default();
+        if !outputs.is_empty() || !inputs.is_empty() {
+            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+            run.expect_collector("outputs");
+        }
         OutputSource {
             outputs: outputs.to_vec(),
             inspectors: outputs

@@ -38,7 +38,11 @@ pub struct ProbeConfig {
 
 impl ProbeConfig {
     pub fn is_empty(&self) -> bool {
-        self.process.is_none() && self.health_url.is_none() && self.metrics_url.is_none()
+        self.process.is_none() && !self.probes_server()
+    }
+
+    fn probes_server(&self) -> bool {
+        self.health_url.is_some() || self.metrics_url.is_some()
     }
 }
 
@@ -51,6 +55,15 @@ pub struct Probes {
 
 impl Probes {
     pub fn new(config: ProbeConfig, run: Arc<Mutex<Run>>) -> Probes {
+        {
+            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+            if config.process.is_some() {
+                run.expect_collector("process");
+            }
+            if config.probes_server() {
+                run.expect_collector("server");
+            }
+        }
         Probes {
             config,
             run,
@@ -77,7 +90,7 @@ impl Probes {
         if let Some(target) = self.config.process.clone() {
             self.process_round(target).await;
         }
-        if self.config.health_url.is_some() || self.config.metrics_url.is_some() {
+        if self.config.probes_server() {
             self.server_round().await;
         }
     }
