@@ -32,6 +32,8 @@ struct FollowedLog {
     last_problem: Option<String>,
     /// Whether lines were read before (at start-up they are a backlog, stamped with the mtime).
     has_read: bool,
+    /// The follower's switch count the last snapshot recorded.
+    saved_switches: u64,
 }
 
 impl LogSource {
@@ -50,6 +52,7 @@ impl LogSource {
                     parser: l.parser.clone(),
                     last_problem: None,
                     has_read: false,
+                    saved_switches: 0,
                 })
                 .collect(),
             run,
@@ -75,8 +78,25 @@ impl LogSource {
             log.follower.set_stats(saved.stats);
             // Resumed lines were read by the sidecar before; they are not a catch-up backlog.
             log.has_read = true;
+            let resumed = log
+                .follower
+                .resume(saved.position.as_ref(), &saved.draining);
+            for (found, offset) in &resumed.draining {
+                tracing::info!(
+                    "{path}: draining the rotated file {} from byte {offset}",
+                    found.display()
+                );
+            }
+            for lost in &resumed.lost {
+                tracing::warn!(
+                    "{path}: the file it was reading (inode {}) is gone from its folder; \
+                     what was written to it after byte {} cannot be read",
+                    lost.ino,
+                    lost.offset
+                );
+            }
             match &saved.position {
-                Some(position) if log.follower.resume(position) => {
+                Some(position) if resumed.in_place => {
                     tracing::info!("resuming {path} at byte {}", position.offset)
                 }
                 Some(_) => tracing::info!(
@@ -99,9 +119,13 @@ impl LogSource {
             .map(|l| LogPosition {
                 path: l.follower.path().display().to_string(),
                 position: l.follower.position(),
+                draining: l.follower.draining_positions(),
                 stats: l.follower.stats(),
             })
             .collect();
+        for log in &mut self.logs {
+            log.saved_switches = log.follower.switches();
+        }
         let run = self.run.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match state.save(&Snapshot::new(run, logs, clock::now())) {
             Ok(()) if self.failing => {
@@ -136,8 +160,19 @@ impl LogSource {
             all_up &= log.poll(index, &self.run);
         }
         let elapsed = started.elapsed().as_secs_f64();
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        run.set_collector("log", all_up, elapsed);
+        self.run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_collector("log", all_up, elapsed);
+        // A rotation changes which files a restart must find: record it now, not at the next
+        // interval, so a kill loses at most what was read since.
+        if self
+            .logs
+            .iter()
+            .any(|l| l.follower.switches() != l.saved_switches)
+        {
+            self.save_snapshot();
+        }
     }
 }
 

@@ -29,7 +29,11 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LogPosition {
     pub path: String,
+    /// The file at the path; `None` while the path is missing.
     pub position: Option<Position>,
+    /// Files rotated away from the path that are still being drained, oldest first.
+    #[serde(default)]
+    pub draining: Vec<Position>,
     pub stats: TailStats,
 }
 
@@ -153,6 +157,7 @@ mod tests {
             vec![LogPosition {
                 path: "a.log".into(),
                 position: None,
+                draining: Vec::new(),
                 stats: TailStats {
                     rotations: 2,
                     ..TailStats::default()

@@ -326,3 +326,195 @@ fn an_unreadable_snapshot_is_reported_and_ignored() {
     append(&log, "  6/10 (0 err) 1.0 req/s\n");
     expect_exact(&sidecar, &log, 3.0, 6.0);
 }
+
+/// `  i/total (0 err) ...` for i in start..=end, as the Python writers print them.
+fn progress_lines(start: u32, end: u32, total: u32) -> String {
+    (start..=end)
+        .map(|i| format!("  {i}/{total} (0 err) 10.0 req/s avg_comp=100tok ETA=1m\n"))
+        .collect()
+}
+
+/// A writer holding its log open, the way a pipeline does: after a rename it goes on writing
+/// to the renamed file until it reopens.
+struct Writer {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+}
+
+impl Writer {
+    fn open(path: &std::path::Path) -> Writer {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        Writer {
+            path: path.to_owned(),
+            file,
+        }
+    }
+
+    fn write(&mut self, text: &str) {
+        use std::io::Write;
+        self.file.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// logrotate `create`: the log is renamed to `.1` and an empty one is created in its place;
+    /// this writer still holds the renamed file.
+    fn rotate(&self) {
+        std::fs::rename(&self.path, self.path.with_extension("log.1")).unwrap();
+        std::fs::File::create(&self.path).unwrap();
+    }
+
+    fn reopen(&mut self) {
+        *self = Writer::open(&self.path);
+    }
+}
+
+fn state_args<'a>(log: &'a std::path::Path, state: &'a std::path::Path) -> [&'a str; 6] {
+    [
+        "--log",
+        path_str(log),
+        "--state-dir",
+        path_str(state),
+        // Long: the snapshots these tests rely on are the ones taken at start and at each
+        // rotation switch.
+        "--snapshot-interval",
+        "1h",
+    ]
+}
+
+/// Waits for exactly `lines` lines and each partition's `(name, completed)`, with no pipeline
+/// restart counted anywhere.
+fn expect_partitions(
+    sidecar: &Sidecar,
+    log: &std::path::Path,
+    lines: f64,
+    partitions: &[(&str, f64)],
+) {
+    let m = sidecar.wait_metrics(&format!("{lines} lines and {partitions:?}"), |m| {
+        lines_total(m, log) >= lines
+            && partitions.iter().all(|(name, completed)| {
+                m.partition("pulse_partition_requests_completed", name) == Some(*completed)
+            })
+    });
+    assert_eq!(lines_total(&m, log), lines, "lines lost or doubled");
+    assert_eq!(
+        m.get("pulse_log_lines_matched_total", &label(log)),
+        Some(lines)
+    );
+    for (name, _) in partitions {
+        assert_eq!(
+            m.partition("pulse_pipeline_restarts_total", name),
+            Some(0.0),
+            "a restart that never happened, in {name}"
+        );
+    }
+}
+
+fn snapshot_of(state: &std::path::Path) -> Option<serde_json::Value> {
+    read_json(&state.join("snapshot.json"))
+}
+
+#[test]
+fn sigkill_while_the_rotated_file_is_still_draining() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    let args = state_args(&log, &state);
+    let mut writer = Writer::open(&log);
+    writer.write(&format!(
+        "Processing: A (SHORT)\n{}",
+        progress_lines(1, 10, 100)
+    ));
+    let mut sidecar = Sidecar::run(&args);
+    expect_partitions(&sidecar, &log, 11.0, &[("A", 10.0)]);
+    writer.rotate();
+    let new_inode = std::fs::metadata(&log).unwrap().ino();
+    // The snapshot taken at the switch: it must list the file still being drained as well.
+    wait_for("a snapshot of the switch to the new file", || {
+        snapshot_of(&state).is_some_and(|s| s["logs"][0]["position"]["ino"] == new_inode)
+    });
+    sidecar.kill9();
+    writer.write(&progress_lines(11, 20, 100));
+    writer.reopen();
+    writer.write(&progress_lines(21, 30, 100));
+    let sidecar = Sidecar::run(&args);
+    sidecar.wait_log("draining the rotated file");
+    expect_partitions(&sidecar, &log, 31.0, &[("A", 30.0)]);
+}
+
+#[test]
+fn a_restart_while_the_log_is_renamed_away_is_killed_before_its_next_snapshot() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    let args = state_args(&log, &state);
+    let mut writer = Writer::open(&log);
+    writer.write(&format!(
+        "Processing: A (SHORT)\n{}",
+        progress_lines(1, 10, 30)
+    ));
+    let mut sidecar = Sidecar::run(&args);
+    expect_partitions(&sidecar, &log, 11.0, &[("A", 10.0)]);
+    wait_for("a snapshot of 11 lines", || {
+        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == 11)
+    });
+    sidecar.kill9();
+    // Renamed away while the sidecar is down; nothing is at the path yet.
+    std::fs::rename(&log, log.with_extension("log.1")).unwrap();
+    writer.write(&progress_lines(11, 20, 30));
+    let mut sidecar = Sidecar::run(&args);
+    expect_partitions(&sidecar, &log, 21.0, &[("A", 20.0)]);
+    wait_for("a snapshot of 21 lines", || {
+        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == 21)
+    });
+    sidecar.kill9();
+    // The lines after the kill hold the next partition's header: losing it would add B's
+    // progress to A and count a restart that never happened.
+    writer.write(&format!(
+        "{}Processing: B (LONG)\n{}",
+        progress_lines(21, 30, 30),
+        progress_lines(1, 5, 50)
+    ));
+    writer.reopen();
+    writer.write(&progress_lines(6, 10, 50));
+    let sidecar = Sidecar::run(&args);
+    expect_partitions(&sidecar, &log, 42.0, &[("A", 30.0), ("B", 10.0)]);
+}
+
+#[test]
+fn a_crash_loop_during_a_rotation_loses_and_doubles_nothing() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    let state = dir.path().join("state");
+    let args = state_args(&log, &state);
+    let mut writer = Writer::open(&log);
+    writer.write(&format!(
+        "Processing: A (SHORT)\n{}",
+        progress_lines(1, 100, 500)
+    ));
+    let mut sidecar = Sidecar::run(&args);
+    expect_partitions(&sidecar, &log, 101.0, &[("A", 100.0)]);
+    wait_for("a snapshot of 101 lines", || {
+        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == 101)
+    });
+    writer.rotate();
+    writer.write(&progress_lines(101, 200, 500));
+    // Killed within a second of each restart, three times, while the writer moves from the
+    // old file to the new one; each kill lands wherever the restarted sidecar happens to be.
+    for round in 0..3u32 {
+        sidecar.kill9();
+        let start = 201 + round * 100;
+        writer.write(&progress_lines(start, start + 49, 500));
+        if round == 1 {
+            writer.reopen();
+        }
+        writer.write(&progress_lines(start + 50, start + 99, 500));
+        sidecar = Sidecar::run(&args);
+    }
+    expect_partitions(&sidecar, &log, 501.0, &[("A", 500.0)]);
+    let m = sidecar.metrics();
+    assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+}

@@ -146,13 +146,15 @@ impl OutputSource {
                 Kind::Input => None,
             }
             .unwrap_or_else(|| partition_of(&path));
-            let mut follower = Follower::new(&path, self.max_record_bytes).newline_only();
+            let mut follower = Follower::new(&path, self.max_record_bytes)
+                .newline_only()
+                .path_only();
             let mut stats = OutputStats::default();
             let key = path.display().to_string();
             if let Some(saved) = self.saved.remove(&key).filter(|s| s.kind == kind) {
                 follower.set_stats(saved.tail);
                 match &saved.position {
-                    Some(pos) if follower.resume(pos) => stats = saved.stats,
+                    Some(pos) if follower.resume(Some(pos), &[]).in_place => stats = saved.stats,
                     _ => tracing::info!(
                         "{key} changed while the sidecar was down; counting it again"
                     ),

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Progress lines are by far the most common, so they are tried first and rejected on their
-//! first byte when they cannot be one.
+//! first byte when they cannot be one. The `NAME: N prompts` form is tried whenever no keyword
+//! form matched, whatever the name's first byte.
 
 use super::number::{leading_decimal, leading_digits, parse_f64, parse_u64, trim};
 use super::{parse_eta, Event, Progress};
@@ -20,7 +21,7 @@ pub struct RunInference;
 impl RunInference {
     pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
         let body = line.trim_ascii_start();
-        match body.first()? {
+        let keyword = match body.first()? {
             b'0'..=b'9' => progress(body).map(Event::Progress),
             b'M' => body
                 .strip_prefix(b"Model:")
@@ -29,8 +30,11 @@ impl RunInference {
                 .map(Event::Model),
             b'P' => body.strip_prefix(b"Processing:").and_then(processing),
             b'R' => body.strip_prefix(b"Running ").and_then(running),
-            _ => planned(body),
-        }
+            _ => None,
+        };
+        // A partition may be named anything, `M1_metamath` or `7B_eval` too: the first byte
+        // only says which keyword form to try first, never that `NAME: N prompts` cannot match.
+        keyword.or_else(|| planned(body))
     }
 }
 
@@ -255,5 +259,42 @@ mod tests {
     fn invalid_utf8_is_unmatched_not_a_crash() {
         assert_eq!(RunInference.parse(b"Processing: \xff\xfe (SHORT)"), None);
         assert_eq!(RunInference.parse(b"\x00\x00\xff"), None);
+    }
+
+    /// Every line shape, with partition names that start with each letter and digit: the
+    /// keyword forms (`Model:`, `Processing:`, `Running`) share first bytes with names.
+    #[test]
+    fn partition_names_may_start_with_any_letter_or_digit() {
+        let firsts = ('A'..='Z').chain('a'..='z').chain('0'..='9');
+        for first in firsts {
+            let name = format!("{first}1_set");
+            assert_eq!(
+                parse(&format!("{name}: 360 prompts")),
+                Some(Event::Planned {
+                    name: &name,
+                    planned: 360
+                }),
+                "{name}"
+            );
+            assert_eq!(
+                parse(&format!("Processing: {name} (LONG)")),
+                Some(Event::Partition {
+                    name: &name,
+                    mode: Some("LONG")
+                }),
+                "{name}"
+            );
+            assert_eq!(
+                parse(&format!("Model: /models/{name}")),
+                Some(Event::Model(&format!("/models/{name}")))
+            );
+        }
+        assert!(matches!(
+            parse("Running 10 requests (concurrency=2, max_tokens=8)..."),
+            Some(Event::Running { requests: 10, .. })
+        ));
+        assert!(matches!(parse("  1/10 (0 err)"), Some(Event::Progress(_))));
+        assert_eq!(parse("Model: 10 prompts"), Some(Event::Model("10 prompts")));
+        assert_eq!(parse("Models: 10 bananas"), None);
     }
 }

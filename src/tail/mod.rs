@@ -8,7 +8,8 @@
 //!   line until its terminator arrives, so a line cut by the writer's buffer is never split;
 //! - it knows a file by (device, inode): a new identity under the path is a rotation, and the old
 //!   file is drained to its end, and kept a little longer, because writers often append to the
-//!   renamed file for a moment before they reopen;
+//!   renamed file for a moment before they reopen; its position is saved with the current
+//!   file's, so a restart in the middle of a rotation drains it too;
 //! - a file shorter than our offset, or whose bytes just before our offset changed, was
 //!   truncated (copytruncate, even when the writer refills it past our offset before we look):
 //!   read again from the start;
@@ -19,7 +20,7 @@
 mod position;
 mod split;
 
-pub use position::Position;
+pub use position::{Position, Resumed};
 
 use split::split;
 use std::fs::File;
@@ -117,6 +118,12 @@ pub struct Follower {
     stats: TailStats,
     /// Whether `\r` ends a line too (progress logs: tqdm frames) or only `\n` (JSONL).
     split_cr: bool,
+    /// Whether a file renamed away is drained (logs) or forgotten (outputs, whose counts are of
+    /// what the path holds).
+    drain_rotated: bool,
+    /// Counts the changes of which files are read (a rotation, the file appearing), so the
+    /// owner can save a snapshot at once instead of waiting for its interval.
+    switches: u64,
     buf: Vec<u8>,
 }
 
@@ -153,6 +160,8 @@ impl Follower {
             draining: Vec::new(),
             stats: TailStats::default(),
             split_cr: true,
+            drain_rotated: true,
+            switches: 0,
             buf: vec![0; CHUNK],
         }
     }
@@ -161,6 +170,20 @@ impl Follower {
     pub fn newline_only(mut self) -> Follower {
         self.split_cr = false;
         self
+    }
+
+    /// Follows only the file at the path: one renamed away or replaced is no longer read, not
+    /// even its last writes. For output files, whose counts are of the file the path names
+    /// (a rewritten file renamed over the old one holds every record again).
+    pub fn path_only(mut self) -> Follower {
+        self.drain_rotated = false;
+        self
+    }
+
+    /// Goes up whenever the set of files being read changes; a snapshot taken after it moved
+    /// records the change.
+    pub fn switches(&self) -> u64 {
+        self.switches
     }
 
     pub fn path(&self) -> &Path {
@@ -206,16 +229,22 @@ impl Follower {
                     let mut old = self.current.take().expect("matched Some");
                     // An old file that cannot be read any more (it was never a file, or its
                     // disk went away) must not keep us from the new one.
-                    if self.read_to_end(&mut old, u64::MAX, &mut on_line).is_ok() {
+                    if self.drain_rotated
+                        && self.read_to_end(&mut old, u64::MAX, &mut on_line).is_ok()
+                    {
                         old.idle_polls = 0;
                         old.idle_since = Instant::now();
                         self.draining.push(old);
                     }
                     self.stats.rotations += 1;
                     on_line(Tailed::Reset);
-                    self.current = self.open(id)?;
+                    self.current = self.adopt(id)?;
+                    self.switches += 1;
                 }
-                None => self.current = self.open(id)?,
+                None => {
+                    self.current = self.adopt(id)?;
+                    self.switches += u64::from(self.current.is_some());
+                }
             }
         }
         let mut more = false;
@@ -228,6 +257,15 @@ impl Follower {
             present: meta.is_some() || self.current.is_some(),
             more,
         })
+    }
+
+    /// The file now at the path: one we are draining already (a restart found it before the
+    /// path pointed at it again) continues where it is, so nothing is read twice.
+    fn adopt(&mut self, id: FileId) -> Result<Option<Open>, TailError> {
+        match self.draining.iter().position(|d| d.id == id) {
+            Some(i) => Ok(Some(self.draining.remove(i))),
+            None => self.open(id),
+        }
     }
 
     /// Opens the path, unless it was replaced again between `stat` and `open` (then the next

@@ -9,6 +9,7 @@ use super::{FileId, Follower, Open};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 /// Bytes of the file's start kept as its fingerprint.
 pub const HEAD_BYTES: usize = 64;
@@ -97,47 +98,81 @@ impl Position {
     }
 }
 
+/// What a restart found of the files a snapshot listed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Resumed {
+    /// The current file is still at the path and reading continues in place.
+    pub in_place: bool,
+    /// Files being drained again, where they were found, and the byte they resume at.
+    pub draining: Vec<(PathBuf, u64)>,
+    /// Files that exist nowhere in the log's folder any more (deleted, or moved elsewhere):
+    /// whatever was written to them after the saved offset cannot be read.
+    pub lost: Vec<Position>,
+}
+
 impl Follower {
-    /// Where to resume after a restart: the start of the unfinished line, if any.
+    /// Where to resume the current file after a restart: the start of its unfinished line.
     pub fn position(&self) -> Option<Position> {
-        let open = self.current.as_ref()?;
-        let offset = if open.discarding {
-            open.offset
-        } else {
-            open.offset - open.partial.len() as u64
-        };
-        let start = offset.saturating_sub(BEFORE_BYTES as u64);
-        Some(Position {
-            dev: open.id.dev,
-            ino: open.id.ino,
-            offset,
-            head: head(&open.file).ok()?,
-            before: read_exact_at(&open.file, start, (offset - start) as usize).ok()?,
-            discarding: open.discarding,
-        })
+        position_of(self.current.as_ref()?)
     }
 
-    /// Continues from a saved position. Returns whether the file at the path is the one the
-    /// position describes; if not, it will be read from its beginning, and if the old file was
-    /// rotated to a sibling name (`app.log.1`), its unread rest is drained first.
-    pub fn resume(&mut self, position: &Position) -> bool {
+    /// Where to resume each rotated-away file still being drained, oldest first.
+    pub fn draining_positions(&self) -> Vec<Position> {
+        self.draining.iter().filter_map(position_of).collect()
+    }
+
+    /// Continues from a snapshot's positions: each draining file is found again by identity
+    /// (at the path or at a sibling name) and drained first, in order; then the current file
+    /// continues in place if it is still at the path. If it is not, it was rotated while we were
+    /// down: found at a sibling name (`app.log.1`), its unread rest is drained too, and the file
+    /// now at the path is read from its beginning.
+    pub fn resume(&mut self, current: Option<&Position>, draining: &[Position]) -> Resumed {
+        let mut resumed = Resumed::default();
+        if self.drain_rotated {
+            for position in draining {
+                self.resume_draining(position, &mut resumed);
+            }
+        }
+        let Some(position) = current else {
+            return resumed;
+        };
         if let Ok(file) = File::open(&self.path) {
             if position.matches(&file) {
                 self.current = Some(position.reopen(file));
-                return true;
+                resumed.in_place = true;
+                return resumed;
             }
         }
-        if let Some(old) = self.find_rotated(position) {
-            self.stats.rotations += 1;
-            self.draining.push(old);
+        if self.drain_rotated {
+            let before = resumed.draining.len();
+            self.resume_draining(position, &mut resumed);
+            if resumed.draining.len() > before {
+                self.stats.rotations += 1;
+                self.switches += 1;
+            }
         }
-        false
+        resumed
     }
 
-    fn find_rotated(&self, position: &Position) -> Option<Open> {
+    fn resume_draining(&mut self, position: &Position, resumed: &mut Resumed) {
+        let already = |open: &Open| open.id == position.id();
+        if self.draining.iter().any(already) {
+            return;
+        }
+        match self.find(position) {
+            Some((path, open)) => {
+                resumed.draining.push((path, position.offset));
+                self.draining.push(open);
+            }
+            None => resumed.lost.push(position.clone()),
+        }
+    }
+
+    /// The file `position` was taken in, anywhere in the log's folder (the path included).
+    fn find(&self, position: &Position) -> Option<(PathBuf, Open)> {
         let dir = self.path.parent()?;
         let dir = if dir.as_os_str().is_empty() {
-            std::path::Path::new(".")
+            Path::new(".")
         } else {
             dir
         };
@@ -147,9 +182,28 @@ impl Follower {
                 return None;
             }
             let file = File::open(entry.path()).ok()?;
-            position.matches(&file).then(|| position.reopen(file))
+            position
+                .matches(&file)
+                .then(|| (entry.path(), position.reopen(file)))
         })
     }
+}
+
+fn position_of(open: &Open) -> Option<Position> {
+    let offset = if open.discarding {
+        open.offset
+    } else {
+        open.offset - open.partial.len() as u64
+    };
+    let start = offset.saturating_sub(BEFORE_BYTES as u64);
+    Some(Position {
+        dev: open.id.dev,
+        ino: open.id.ino,
+        offset,
+        head: head(&open.file).ok()?,
+        before: read_exact_at(&open.file, start, (offset - start) as usize).ok()?,
+        discarding: open.discarding,
+    })
 }
 
 #[cfg(test)]
@@ -200,7 +254,7 @@ mod tests {
         assert_eq!(pos.offset, 8);
         append(&path, b"ee\nfour\n");
         let mut again = Follower::new(&path, 1024);
-        assert!(again.resume(&pos));
+        assert!(again.resume(Some(&pos), &[]).in_place);
         assert_eq!(lines(&mut again), ["three", "four"]);
     }
 
@@ -217,7 +271,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         append(&path, b"new line one\nnew line two\nnew line three\n");
         let mut again = Follower::new(&path, 1024);
-        assert!(!again.resume(&pos));
+        assert!(!again.resume(Some(&pos), &[]).in_place);
         assert_eq!(lines(&mut again).len(), 3);
     }
 
@@ -234,8 +288,121 @@ mod tests {
         std::fs::rename(&path, dir.path().join("log.1")).unwrap();
         append(&path, b"d\n");
         let mut again = Follower::new(&path, 1024);
-        assert!(!again.resume(&pos));
+        assert!(!again.resume(Some(&pos), &[]).in_place);
         assert_eq!(lines(&mut again), ["c", "d"]);
         assert_eq!(again.stats().rotations, 1);
+    }
+
+    /// A rename rotation with the writer's descriptor still on the old file: `log` holds
+    /// `a`, is renamed to `log.1`, and a new `log` holds `new`; the follower has switched.
+    fn rotated_and_switched(path: &std::path::Path) -> (Follower, std::fs::File) {
+        append(path, b"a\n");
+        let mut f = Follower::new(path, 1024);
+        assert_eq!(lines(&mut f), ["a"]);
+        let writer = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        std::fs::rename(path, path.with_extension("1")).unwrap();
+        append(path, b"new\n");
+        let switches = f.switches();
+        assert_eq!(lines(&mut f), ["new"]);
+        assert_eq!(f.switches(), switches + 1, "the switch is announced");
+        (f, writer)
+    }
+
+    #[test]
+    fn a_restart_while_draining_drains_the_rotated_file_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let (f, mut writer) = rotated_and_switched(&path);
+        let (current, draining) = (f.position(), f.draining_positions());
+        assert_eq!(draining.len(), 1);
+        drop(f);
+        writer.write_all(b"late\n").unwrap();
+        append(&path, b"newer\n");
+        let mut again = Follower::new(&path, 1024);
+        let resumed = again.resume(current.as_ref(), &draining);
+        assert!(resumed.in_place);
+        assert_eq!(resumed.draining, [(path.with_extension("1"), 2)]);
+        assert_eq!(lines(&mut again), ["late", "newer"]);
+    }
+
+    #[test]
+    fn a_restart_while_the_path_is_missing_keeps_the_rotated_file_in_its_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        append(&path, b"a\n");
+        let mut f = Follower::new(&path, 1024);
+        assert_eq!(lines(&mut f), ["a"]);
+        let saved = f.position();
+        drop(f);
+        std::fs::rename(&path, path.with_extension("1")).unwrap();
+        append(&path.with_extension("1"), b"b\n");
+        // Restarted while `log` does not exist: the old file is found and drained...
+        let mut second = Follower::new(&path, 1024);
+        let resumed = second.resume(saved.as_ref(), &[]);
+        assert!(!resumed.in_place);
+        assert_eq!(lines(&mut second), ["b"]);
+        assert_eq!(second.position(), None);
+        // ...and its position is what a snapshot keeps, so a third start resumes it too.
+        let draining = second.draining_positions();
+        assert_eq!(draining.len(), 1);
+        assert_eq!(second.stats().rotations, 1);
+        drop(second);
+        append(&path.with_extension("1"), b"c\n");
+        append(&path, b"d\n");
+        let mut third = Follower::new(&path, 1024);
+        third.resume(None, &draining);
+        assert_eq!(lines(&mut third), ["c", "d"]);
+    }
+
+    #[test]
+    fn a_drained_file_back_at_the_path_is_not_read_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let (f, _writer) = rotated_and_switched(&path);
+        let draining = f.draining_positions();
+        drop(f);
+        // The new file is removed and the old one renamed back.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(path.with_extension("1"), &path).unwrap();
+        append(&path, b"b\n");
+        let mut again = Follower::new(&path, 1024);
+        again.resume(None, &draining);
+        assert_eq!(lines(&mut again), ["b"]);
+        assert_eq!(again.draining_positions(), []);
+        assert!(again.position().is_some());
+    }
+
+    #[test]
+    fn a_rotated_file_gone_from_the_folder_is_reported_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let (f, _writer) = rotated_and_switched(&path);
+        let (current, draining) = (f.position(), f.draining_positions());
+        drop(f);
+        std::fs::remove_file(path.with_extension("1")).unwrap();
+        let mut again = Follower::new(&path, 1024);
+        let resumed = again.resume(current.as_ref(), &draining);
+        assert!(resumed.in_place);
+        assert_eq!(resumed.lost, draining);
+        append(&path, b"next\n");
+        assert_eq!(lines(&mut again), ["next"]);
+    }
+
+    #[test]
+    fn a_path_only_follower_forgets_a_replaced_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        append(&path, b"a\n");
+        let mut f = Follower::new(&path, 1024).path_only();
+        assert_eq!(lines(&mut f), ["a"]);
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::fs::rename(&path, path.with_extension("old")).unwrap();
+        append(&path, b"b\n");
+        writer.write_all(b"stale\n").unwrap();
+        assert_eq!(lines(&mut f), ["b"]);
+        assert_eq!(f.draining_positions(), []);
     }
 }
