@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
-# aiosmtpd (a real SMTP server), openssl (certificates for the STARTTLS test) and Chromium
-# (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
+# aiosmtpd (a real SMTP server), the tqdm library (writes the progress logs we parse), openssl
+# (certificates for the STARTTLS test) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
@@ -15,6 +15,8 @@ command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 # Debian's aiosmtpd imports only under /usr/bin/python3.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
+# The real tqdm library writes the progress logs the tqdm tests parse.
+{ [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' 2>/dev/null; } || need+=(python3-tqdm)
 install_pip() {
     command -v kubernetes-validate >/dev/null && return 0
     if ! python3 -m pip --version >/dev/null 2>&1; then

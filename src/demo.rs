@@ -369,7 +369,7 @@ mod tests {
         simulate(&layout, 1e6, &AtomicBool::new(false)).unwrap();
         let text = fs::read_to_string(&layout.log).unwrap();
         let mut run = Run::new(&["demo".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for line in text.lines() {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
         }

@@ -7,7 +7,7 @@
 use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
-use crate::parse::Parser;
+use crate::parse::{ansi, Event, Format, Parser, Tqdm};
 use crate::source::Source;
 use crate::state::{LogPosition, Snapshot, StateDir};
 use crate::tail::{Follower, Tailed};
@@ -34,6 +34,8 @@ struct FollowedLog {
     has_read: bool,
     /// The follower's switch count the last snapshot recorded.
     saved_switches: u64,
+    /// Holds a line while its ANSI escapes are removed.
+    stripped: Vec<u8>,
 }
 
 impl LogSource {
@@ -53,6 +55,7 @@ impl LogSource {
                     last_problem: None,
                     has_read: false,
                     saved_switches: 0,
+                    stripped: Vec::new(),
                 })
                 .collect(),
             run,
@@ -76,6 +79,11 @@ impl LogSource {
                 continue;
             };
             log.follower.set_stats(saved.stats);
+            if let (Parser::Auto(detect), Some(format)) =
+                (&mut log.parser, saved_format(&self.run, path))
+            {
+                detect.assume(format);
+            }
             // Resumed lines were read by the sidecar before; they are not a catch-up backlog.
             log.has_read = true;
             let resumed = log
@@ -201,12 +209,22 @@ impl FollowedLog {
         loop {
             let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
             let run = &mut *guard;
-            let parser = &self.parser;
+            let parser = &mut self.parser;
+            let stripped = &mut self.stripped;
             let result = self.follower.poll(BATCH_BYTES, |tailed| {
                 if let Tailed::Line(line) = tailed {
+                    let line = ansi::strip(line, stripped);
                     run.ingest(index, line, parser.parse(line), now);
                 }
             });
+            if result.as_ref().is_ok_and(|p| !p.more) {
+                self.peek_pending_frame(index, run, now);
+            }
+            let format = self.parser.format();
+            if run.logs[index].format != format {
+                run.logs[index].format = format;
+                self.announce_format();
+            }
             let stats = self.follower.stats();
             let log = &mut run.logs[index];
             log.rotations = stats.rotations;
@@ -237,6 +255,43 @@ impl FollowedLog {
         }
     }
 
+    /// tqdm ends a frame only when it draws the next one (each frame begins with `\r`), so the
+    /// latest frame of a bar is always the file's unfinished last line, and a bar that stops
+    /// would be shown one frame short forever. A pending tqdm frame that is whole (it ends with
+    /// its bracket) is applied to the figures without being counted as a line; when its
+    /// terminator arrives it is counted, and applying it again changes nothing.
+    fn peek_pending_frame(&mut self, index: usize, run: &mut Run, now: f64) {
+        if self.parser.format() != Some(Format::Tqdm) {
+            return;
+        }
+        let Some(pending) = self.follower.pending() else {
+            return;
+        };
+        let line = ansi::strip(pending, &mut self.stripped);
+        if !line.trim_ascii_end().ends_with(b"]") {
+            return;
+        }
+        if let Some(event @ Event::Progress(_)) = Tqdm.parse(line) {
+            run.peek(index, event, now);
+        }
+    }
+
+    fn announce_format(&self) {
+        let path = self.follower.path().display();
+        match &self.parser {
+            Parser::Auto(detect) => {
+                if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
+                    tracing::info!("log {path}: format {format}, detected from the line {reason:?}")
+                }
+            }
+            parser => {
+                if let Some(format) = parser.format() {
+                    tracing::info!("log {path}: format {format}, as configured");
+                }
+            }
+        }
+    }
+
     fn problem(&mut self, level: tracing::Level, message: String) {
         if self.last_problem.as_deref() != Some(message.as_str()) {
             if level == tracing::Level::WARN {
@@ -253,4 +308,30 @@ impl FollowedLog {
             tracing::info!("reading log {}", self.follower.path().display());
         }
     }
+}
+
+/// The format a restored model says a log was found to be in.
+fn saved_format(run: &Mutex<Run>, path: &str) -> Option<crate::parse::Format> {
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    run.logs.iter().find(|l| l.path == path)?.format
+}
+
+/// What `auto` makes of the start of the log at `path` now (for `check-config`): the format and
+/// the line that decides it, or why none is decided yet. Reads at most the first 1 MiB.
+pub fn detect_now(path: &std::path::Path) -> Result<(crate::parse::Format, String), String> {
+    use std::io::Read;
+    const LIMIT: u64 = 1024 * 1024;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(LIMIT).read_to_end(&mut head))
+        .map_err(|e| format!("cannot read it yet ({e})"))?;
+    let mut detect = crate::parse::Detect::default();
+    let mut stripped = Vec::new();
+    for line in head.split(|&b| b == b'\n' || b == b'\r') {
+        detect.parse(ansi::strip(line, &mut stripped));
+        if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
+            return Ok((format, reason.to_owned()));
+        }
+    }
+    Err("no recognisable line in its first 1 MiB yet".to_owned())
 }

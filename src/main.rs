@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             match RawConfig::from_file(&file).and_then(|r| r.validate()) {
                 Ok(config) => {
                     print!("{}", config.to_toml());
+                    print_detected_formats(&config);
                     Ok(())
                 }
                 Err(e) => return config_error(&e),
@@ -237,4 +238,20 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = writer.join();
     result
+}
+
+/// For each log read with `format = "auto"`, what its start says now, as TOML comments.
+fn print_detected_formats(config: &Config) {
+    for (i, log) in config.logs.iter().enumerate() {
+        if !matches!(log.parser, pipeline_pulse::parse::Parser::Auto(_)) {
+            continue;
+        }
+        let path = log.path.display();
+        match pipeline_pulse::log_source::detect_now(&log.path) {
+            Ok((format, line)) => {
+                println!("# logs[{i}] {path}: auto reads it as {format} (from the line {line:?})")
+            }
+            Err(why) => println!("# logs[{i}] {path}: auto has not decided: {why}"),
+        }
+    }
 }

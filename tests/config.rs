@@ -34,7 +34,15 @@ fn check_config_prints_the_effective_config() {
         stdout.contains("poll_interval = \"250ms\""),
         "defaults are spelled out: {stdout}"
     );
-    assert!(stdout.contains("format = \"run_inference\""), "{stdout}");
+    assert!(stdout.contains("format = \"auto\""), "{stdout}");
+    assert!(
+        stdout.contains("# logs[0] /data/run.log: auto has not decided"),
+        "the effective format, as far as the log says: {stdout}"
+    );
+    assert!(
+        toml::from_str::<toml::Value>(&stdout).is_ok(),
+        "still TOML: {stdout}"
+    );
 }
 
 #[test]

@@ -355,7 +355,7 @@ mod tests {
 
     fn run() -> Status {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for line in [
             "Processing: B1_glaive (SHORT)",
             "  400/10000 (0 err) 1.0 req/s avg_comp=300tok ETA=2.7h",

@@ -323,7 +323,7 @@ mod tests {
     /// A run whose only partition last made progress an hour ago: `Stalled` holds.
     fn stalled_run() -> Arc<Mutex<Run>> {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         let then = clock::now() - 3600.0;
         for line in [
             "Processing: A",

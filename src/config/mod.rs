@@ -8,7 +8,7 @@ use crate::alert::engine::AlertConfig;
 use crate::alert::AlertName;
 use crate::cli::RunArgs;
 use crate::outputs::record::Pointers;
-use crate::parse::{Format, Parser, RegexFormat, RunInference, Tqdm};
+use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, Tqdm};
 use crate::probe::http_get::Url;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
@@ -470,6 +470,7 @@ impl RawLog {
             return Err(ConfigError::invalid(key("path"), "must not be empty"));
         }
         let parser = match (self.format, &self.regex) {
+            (Format::Auto, None) => Parser::Auto(Detect::default()),
             (Format::RunInference, None) => Parser::RunInference(RunInference),
             (Format::Tqdm, None) => Parser::Tqdm(Tqdm),
             (Format::Regex, Some(re)) => Parser::Regex(
@@ -541,6 +542,7 @@ impl LogConfig {
     /// A log read with `parser` (for configurations built in code, such as the demo's).
     pub fn new(path: PathBuf, parser: Parser) -> LogConfig {
         let (format, regex) = match &parser {
+            Parser::Auto(_) => (Format::Auto, None),
             Parser::RunInference(_) => (Format::RunInference, None),
             Parser::Tqdm(_) => (Format::Tqdm, None),
             Parser::Regex(r) => (Format::Regex, Some(r.pattern().to_owned())),

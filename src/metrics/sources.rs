@@ -19,6 +19,11 @@ const LOG_COUNTERS: &[(&str, &str, LogCounter)] = &[
         |l| l.matched,
     ),
     (
+        "pulse_log_lines_unparsed",
+        "Lines that looked like progress but could not be read exactly; they change no figure.",
+        |l| l.unparsed,
+    ),
+    (
         "pulse_tail_rotations",
         "Times the log was replaced under its path (rename rotation, delete and recreate).",
         |l| l.rotations,
@@ -47,6 +52,19 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                 .map(|l| ([("path", l.path.as_str())], ConstCounter::new(value(l)))),
         )?;
     }
+    family(
+        enc,
+        "pulse_log_format_info",
+        "The format each log is read in, configured or detected (undetected: auto has not decided yet); always 1.",
+        MetricType::Gauge,
+        run.logs.iter().map(|l| {
+            let format = l.format.map_or("undetected", |f| f.as_str());
+            (
+                [("path", l.path.as_str()), ("format", format)],
+                ConstGauge::new(1i64),
+            )
+        }),
+    )?;
     family(
         enc,
         "pulse_collector_up",

@@ -86,6 +86,13 @@ pub struct LogStats {
     pub path: String,
     pub lines: u64,
     pub matched: u64,
+    /// Lines that looked like progress but could not be read exactly.
+    #[serde(default)]
+    pub unparsed: u64,
+    /// The format the lines are read in (configured, or found by `auto`); `None` while `auto`
+    /// has not decided. Kept across restarts so a resumed log needs no second detection.
+    #[serde(default)]
+    pub format: Option<crate::parse::Format>,
     pub rotations: u64,
     pub truncations: u64,
     pub oversized: u64,
@@ -136,18 +143,27 @@ impl Run {
     pub fn ingest(&mut self, log: usize, line: &[u8], event: Option<Event<'_>>, now: Seconds) {
         let stats = &mut self.logs[log];
         stats.lines += 1;
-        if event.is_some() {
-            stats.matched += 1;
-        }
         self.recent_lines.push(line);
-        if let Some(event) = event {
-            self.apply(log, event, now);
+        match event {
+            Some(Event::Unparsed) => stats.unparsed += 1,
+            Some(event) => {
+                stats.matched += 1;
+                self.apply(log, event, now);
+            }
+            None => {}
         }
+    }
+
+    /// Applies what a line not yet finished says (tqdm's latest frame), without counting it
+    /// as a line: it is counted when its terminator arrives.
+    pub fn peek(&mut self, log: usize, event: Event<'_>, now: Seconds) {
+        self.apply(log, event, now);
     }
 
     fn apply(&mut self, log: usize, event: Event<'_>, now: Seconds) {
         match event {
             Event::Model(name) => self.model_name = Some(name.to_owned()),
+            Event::Queued | Event::Unparsed => {}
             Event::Partition { name, mode } => {
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);

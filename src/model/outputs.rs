@@ -283,7 +283,7 @@ mod tests {
 
     fn run_with(log_lines: &[&str], records: u64, planned_inputs: Option<u64>) -> Run {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for line in log_lines {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
         }
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn run_eta_from_the_measured_rates() {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for (at, line) in [
             (0.0, "Processing: A"),
             (0.0, "  100/1000 (0 err) 1.0 req/s"),
@@ -414,7 +414,7 @@ mod tests {
     #[test]
     fn run_eta_from_the_logged_eta_before_a_measurement() {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for line in ["Processing: A", "  100/1000 (0 err) 2.0 req/s ETA=7.5m"] {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
         }

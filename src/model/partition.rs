@@ -28,6 +28,9 @@ pub struct Partition {
     pub requests_per_second: Option<f64>,
     pub avg_completion_tokens: Option<f64>,
     pub logged_eta_seconds: Option<f64>,
+    /// Output tokens per second as the pipeline last reported them (a tqdm postfix).
+    #[serde(default)]
+    pub logged_tokens_per_second: Option<f64>,
     /// When the logged ETA was read, so the fallback ETA can count down between reports.
     logged_eta_at: Option<Seconds>,
     /// When `completed` last increased.
@@ -77,6 +80,9 @@ impl Partition {
         if let Some(avg) = p.avg_completion_tokens {
             self.avg_completion_tokens = Some(avg);
         }
+        if let Some(tps) = p.tokens_per_second {
+            self.logged_tokens_per_second = Some(tps);
+        }
         if let Some(eta) = p.eta_seconds {
             self.logged_eta_seconds = Some(eta);
             self.logged_eta_at = Some(now);
@@ -92,7 +98,15 @@ impl Partition {
 
     fn count(&mut self, completed: u64, now: Seconds) {
         let first = self.last_progress_at.is_none();
-        if self.restarted || completed < self.completed {
+        let finished = self
+            .planned
+            .is_some_and(|planned| self.completed >= planned);
+        if completed < self.completed && finished && !self.restarted {
+            // A count that starts over once the partition reached its plan is a new pass (a
+            // nested tqdm bar drawn again for the next outer step, vLLM's bar for the next
+            // `generate` call), not a pipeline that lost its work.
+            self.clear_windows();
+        } else if self.restarted || completed < self.completed {
             // Progress never goes backwards: the pipeline started over. A repeated header
             // already counted this restart.
             if !self.restarted {
@@ -176,9 +190,14 @@ impl Partition {
         })
     }
 
-    /// Completion tokens per second over the recent window, from the logged averages.
+    /// Completion tokens per second over the recent window, from the logged averages; else the
+    /// rate the pipeline printed itself, while the partition is being processed (a finished or
+    /// stalled bar keeps showing its last rate forever).
     pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
-        self.tokens_window.rate(now).map(|r| r.max(0.0))
+        self.tokens_window
+            .rate(now)
+            .map(|r| r.max(0.0))
+            .or(self.logged_tokens_per_second.filter(|_| self.active))
     }
 
     /// Remaining time from the measured rate; falls back to the logged ETA, counted down since

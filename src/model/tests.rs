@@ -5,7 +5,7 @@ const T0: Seconds = 1_780_000_000.0;
 
 /// Feeds lines of a `run_inference` log at the given times.
 fn feed(run: &mut Run, lines: &[(Seconds, &str)]) {
-    let parser = Parser::RunInference(RunInference);
+    let mut parser = Parser::RunInference(RunInference);
     for (at, line) in lines {
         run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), *at);
     }
@@ -177,7 +177,7 @@ fn progress_before_any_header_goes_to_the_default_partition() {
 #[test]
 fn tqdm_descriptions_name_partitions_per_log() {
     let mut run = Run::new(&["a.log".into(), "b.log".into()]);
-    let parser = Parser::Tqdm(Tqdm);
+    let mut parser = Parser::Tqdm(Tqdm);
     let lines = [
         (0, "A:  10%|#         | 10/100 [00:10<01:30, 1.00it/s]"),
         (1, "B:  50%|#####     | 50/100 [00:10<00:10, 5.00it/s]"),
@@ -205,4 +205,47 @@ fn window_is_bounded() {
     // 600 s of points at one per second, fewer than the point cap: rate stays exact.
     assert_eq!(p.measured_rate(T0 + 5000.0), Some(1.0));
     assert_eq!(p.completed, 5000);
+}
+
+#[test]
+fn a_count_that_starts_over_after_its_plan_is_a_new_pass_not_a_restart() {
+    let mut run = one_log();
+    let mut parser = Parser::Tqdm(Tqdm);
+    let lines = [
+        (T0, "inner: 100%|##########| 4/4 [00:02<00:00, 2.00it/s]"),
+        (
+            T0 + 1.0,
+            "inner:  25%|##5       | 1/4 [00:00<00:01, 2.00it/s]",
+        ),
+        (
+            T0 + 2.0,
+            "inner:  50%|#####     | 2/4 [00:01<00:01, 2.00it/s]",
+        ),
+        // Backwards before the plan was reached: the pipeline did start over.
+        (
+            T0 + 3.0,
+            "inner:  25%|##5       | 1/4 [00:00<00:01, 2.00it/s]",
+        ),
+    ];
+    for (i, (at, line)) in lines.iter().enumerate() {
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), *at);
+        let p = &run.partitions["inner"];
+        assert_eq!(p.restarts, u64::from(i == 3), "after line {i}");
+        assert!(p.active == (i > 0), "after line {i}");
+    }
+}
+
+#[test]
+fn unparsed_lines_are_counted_and_change_nothing() {
+    let mut run = one_log();
+    let mut parser = Parser::Tqdm(Tqdm);
+    for line in [
+        "B3_big:  30%|###       | 3.60k/12.0k [00:01<00:02, 3.60kit/s]",
+        "B3_big:  37%|###7      | 4.50x/12.0k [00:02<00:02, 3.60kit/s]",
+    ] {
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), T0);
+    }
+    assert_eq!(run.partitions["B3_big"].completed, 3600);
+    assert_eq!((run.logs[0].matched, run.logs[0].unparsed), (1, 1));
+    assert_eq!(run.recent_lines.len(), 2);
 }

@@ -4,11 +4,14 @@
 //! binary dump in a traceback) and we must not pay for validating every line on the hot path.
 //! Events borrow from the line, so matching a line allocates nothing.
 
+pub mod ansi;
+mod detect;
 mod number;
 mod regex_format;
 mod run_inference;
 mod tqdm;
 
+pub use detect::Detect;
 pub use regex_format::{RegexFormat, RegexFormatError};
 pub use run_inference::RunInference;
 pub use tqdm::Tqdm;
@@ -38,6 +41,13 @@ pub enum Event<'a> {
         max_tokens: Option<u64>,
     },
     Progress(Progress<'a>),
+    /// A progress bar that tracks queueing, not work (vLLM's `Adding requests`): recognised,
+    /// and changes nothing.
+    Queued,
+    /// A line that looks like progress but cannot be read exactly (a count with a suffix we do
+    /// not know, numbers that contradict each other). It changes no figure and is counted in
+    /// `pulse_log_lines_unparsed_total`: a confident wrong number is worse than none.
+    Unparsed,
 }
 
 /// A progress report. `partition` is set only by formats that name it on the line itself
@@ -52,13 +62,18 @@ pub struct Progress<'a> {
     pub requests_per_second: Option<f64>,
     pub avg_completion_tokens: Option<f64>,
     pub eta_seconds: Option<f64>,
+    /// Output tokens per second as the pipeline reports them (a tqdm postfix such as vLLM's
+    /// `output: 11765.43 toks/s`).
+    pub tokens_per_second: Option<f64>,
 }
 
 /// The built-in log formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
+    /// Found from the log's first recognisable lines ([`Detect`]).
     #[default]
+    Auto,
     RunInference,
     Tqdm,
     Regex,
@@ -67,6 +82,7 @@ pub enum Format {
 impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
+            Format::Auto => "auto",
             Format::RunInference => "run_inference",
             Format::Tqdm => "tqdm",
             Format::Regex => "regex",
@@ -85,11 +101,12 @@ impl FromStr for Format {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
+            "auto" => Ok(Format::Auto),
             "run_inference" => Ok(Format::RunInference),
             "tqdm" => Ok(Format::Tqdm),
             "regex" => Ok(Format::Regex),
             other => Err(format!(
-                "unknown log format {other:?}; expected run_inference, tqdm or regex"
+                "unknown log format {other:?}; expected auto, run_inference, tqdm or regex"
             )),
         }
     }
@@ -98,19 +115,33 @@ impl FromStr for Format {
 /// A configured parser for one log.
 #[derive(Debug, Clone)]
 pub enum Parser {
+    Auto(Detect),
     RunInference(RunInference),
     Tqdm(Tqdm),
     Regex(RegexFormat),
 }
 
 impl Parser {
-    /// Parses one line (without its terminator). `None` means the line is not one we know,
-    /// which is normal: tracebacks, warnings and banners pass through unmatched.
-    pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
+    /// Parses one line (without its terminator or ANSI escapes). `None` means the line is not
+    /// one we know, which is normal: tracebacks, warnings and banners pass through unmatched.
+    /// Mutable because `auto` learns the format from the lines it sees.
+    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Option<Event<'a>> {
         match self {
+            Parser::Auto(p) => p.parse(line),
             Parser::RunInference(p) => p.parse(line),
             Parser::Tqdm(p) => p.parse(line),
             Parser::Regex(p) => p.parse(line),
+        }
+    }
+
+    /// The format lines are read in: the configured one, or the one `auto` found (`None`
+    /// while it has not decided).
+    pub fn format(&self) -> Option<Format> {
+        match self {
+            Parser::Auto(p) => p.chosen(),
+            Parser::RunInference(_) => Some(Format::RunInference),
+            Parser::Tqdm(_) => Some(Format::Tqdm),
+            Parser::Regex(_) => Some(Format::Regex),
         }
     }
 }
@@ -157,7 +188,12 @@ mod tests {
 
     #[test]
     fn format_names_round_trip() {
-        for f in [Format::RunInference, Format::Tqdm, Format::Regex] {
+        for f in [
+            Format::Auto,
+            Format::RunInference,
+            Format::Tqdm,
+            Format::Regex,
+        ] {
             assert_eq!(f.as_str().parse::<Format>(), Ok(f));
         }
         assert!("json"

@@ -72,12 +72,18 @@ pub fn leading_decimal(s: &[u8]) -> (&[u8], &[u8]) {
     s.split_at(n)
 }
 
-/// `MM:SS`, `H:MM:SS`, optionally preceded by `Nd, ` as tqdm prints long durations.
+/// `MM:SS`, `H:MM:SS` (hours past 24 too), optionally preceded by days as `Nd, ` or as
+/// Python's `timedelta` prints them (`1 day, `, `3 days, `).
 pub fn clock_seconds(s: &[u8]) -> Option<f64> {
     let (days, clock) = match s.iter().position(|&b| b == b'd') {
         Some(i) => {
             let days = parse_u64(trim(&s[..i]))?;
-            let rest = trim(&s[i + 1..]);
+            let rest = &s[i + 1..];
+            let rest = rest
+                .strip_prefix(b"ays")
+                .or_else(|| rest.strip_prefix(b"ay"))
+                .unwrap_or(rest);
+            let rest = trim(rest);
             (days, rest.strip_prefix(b",").map(trim).unwrap_or(rest))
         }
         None => (0, s),
@@ -136,6 +142,10 @@ mod tests {
         assert_eq!(clock_seconds(b"01:23"), Some(83.0));
         assert_eq!(clock_seconds(b"2:00:00"), Some(7200.0));
         assert_eq!(clock_seconds(b"1d, 02:00:00"), Some(93600.0));
+        assert_eq!(clock_seconds(b"1 day, 2:03:04"), Some(93784.0));
+        assert_eq!(clock_seconds(b"3 days, 0:00:01"), Some(259201.0));
+        assert_eq!(clock_seconds(b"291:16:15"), Some(1048575.0));
+        assert_eq!(clock_seconds(b"1 dag, 0:00:01"), None);
         assert_eq!(clock_seconds(b"12"), None);
         assert_eq!(clock_seconds(b"1:2:3:4"), None);
     }

@@ -54,6 +54,7 @@ impl RegexFormat {
         let caps = self.regex.captures(line)?;
         let group = |name| caps_get(&caps, name);
         let p = Progress {
+            tokens_per_second: None,
             partition: group("partition")
                 .and_then(|s| std::str::from_utf8(s).ok())
                 .filter(|s| !s.is_empty()),

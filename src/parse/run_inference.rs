@@ -200,6 +200,7 @@ mod tests {
                 requests_per_second: Some(1.1),
                 avg_completion_tokens: Some(217.0),
                 eta_seconds: Some(2.4 * 3600.0),
+                tokens_per_second: None,
             }))
         );
         let Some(Event::Progress(p)) =

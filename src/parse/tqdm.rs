@@ -1,75 +1,166 @@
-//! The `tqdm` format: progress bars as tqdm draws them into a log.
+//! The `tqdm` format: progress bars as tqdm 4.x renders them into a log (its `format_meter`).
 //!
 //! ```text
-//! B1_glaive:  45%|████▌     | 4500/10000 [01:23<01:42, 54.2it/s]
+//! B1_glaive:  45%|████▌     | 4500/10000 [01:23<01:42, 54.20it/s]
 //! B1_glaive:   0%|          | 0/10000 [00:00<?, ?it/s]
-//! slow:  10%|#         | 10/100 [00:18<02:45, 1.85s/it]
-//! B2: 4500it [01:23, 54.2it/s]
+//! B3_big:  37%|███▋      | 4.50k/12.0k [00:53<01:29, 83.6kit/s]
+//! slow:  10%|#         | 10/100 [00:18<02:45,  1.85s/it]
+//! sp:   6%|▌         | 3/50 [00:00<00:04, 10.00 examples/s, loss=0.5]
+//! B2: 4500it [01:23, 54.20it/s]
+//! spn: 3 examples [00:00, 10.00 examples/s]
 //! ```
 //!
-//! tqdm separates frames with `\r`, which the tailer already splits on, so each frame arrives
-//! here as a line of its own. The description before the bar, if any, names the partition.
+//! tqdm separates frames with `\r`, which the tailer splits on, so each frame arrives here as a
+//! line of its own (ANSI cursor moves and colours are stripped before parsing). The description
+//! names the partition. With `unit_scale`, counts carry SI suffixes and three significant
+//! digits (`4.50k`): such a count is approximate and is reported as printed (4500). A frame
+//! whose numbers cannot be read exactly, or disagree with each other, is [`Event::Unparsed`]:
+//! it changes no figure, because a confident wrong number is worse than none.
 
-use super::number::{clock_seconds, leading_decimal, leading_digits, parse_f64, parse_u64, trim};
+use super::number::{clock_seconds, leading_decimal, parse_f64, trim};
 use super::{Event, Progress};
 
 #[derive(Debug, Clone, Default)]
 pub struct Tqdm;
 
+/// vLLM's offline `LLM.generate` draws this bar while it queues the prompts, before the
+/// `Processed prompts` bar that tracks the work: it is not a partition.
+const QUEUEING_BARS: [&str; 1] = ["Adding requests"];
+
+/// tqdm's `format_sizeof` prefixes, in order.
+const SI: &[u8] = b"kMGTPEZY";
+
 impl Tqdm {
     pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
-        match memchr::memmem::find(line, b"%|") {
-            Some(pct) => with_bar(line, pct),
-            None => without_total(line),
-        }
-        .map(Event::Progress)
+        let frame = match memchr::memmem::find(line, b"%|") {
+            Some(pct) => with_bar(line, pct)?,
+            None => without_total(line)?,
+        };
+        Some(match frame {
+            Some(p) if p.partition.is_some_and(|d| QUEUEING_BARS.contains(&d)) => Event::Queued,
+            Some(p) => Event::Progress(p),
+            None => Event::Unparsed,
+        })
     }
 }
 
-fn with_bar(line: &[u8], pct: usize) -> Option<Progress<'_>> {
+/// A count as tqdm prints it: `4500`, or with `unit_scale` `5.00`, `12.0`, `123`, `4.50k`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Count {
+    value: u64,
+    /// Printed with a suffix or decimals: approximate to three significant digits.
+    scaled: bool,
+    /// The SI prefix's power of 1000 (0 for none).
+    power: u32,
+}
+
+/// Reads a count; `Err` when it has the shape of one but not a form tqdm prints.
+fn count(s: &[u8]) -> Result<Count, ()> {
+    let (num, suffix) = leading_decimal(s);
+    let v = parse_f64(num).ok_or(())?;
+    let power = match suffix {
+        [] => 0,
+        [c] => SI.iter().position(|b| b == c).ok_or(())? as u32 + 1,
+        _ => return Err(()),
+    };
+    let value = (v * 1000f64.powi(power as i32)).round();
+    if !value.is_finite() || value > u64::MAX as f64 {
+        return Err(());
+    }
+    Ok(Count {
+        value: value as u64,
+        scaled: !suffix.is_empty() || num.contains(&b'.'),
+        power,
+    })
+}
+
+/// `desc:  45%|bar| n/total [elapsed<remaining, rate, postfix]`. `None`: not a frame;
+/// `Some(None)`: a frame that cannot be read exactly.
+fn with_bar(line: &[u8], pct: usize) -> Option<Option<Progress<'_>>> {
     let head = &line[..pct];
-    // The percentage is the number right before `%|`; the description is what precedes it.
     let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
         return None;
     }
+    let percent = parse_f64(&head[head.len() - digits..])?;
     let desc = description(&head[..head.len() - digits]);
-    let after_bar_start = &line[pct + 2..];
-    let close = memchr::memchr(b'|', after_bar_start)?;
-    let stats = trim(&after_bar_start[close + 1..]);
-    let (completed, rest) = leading_digits(stats);
-    let rest = rest.strip_prefix(b"/")?;
-    let (planned, rest) = leading_digits(rest);
-    let mut p = Progress {
-        partition: desc,
-        completed: Some(parse_u64(completed)?),
-        planned: Some(parse_u64(planned)?),
-        ..Progress::default()
-    };
-    bracket(trim(rest), &mut p);
-    Some(p)
+    let after = &line[pct + 2..];
+    let close = memchr::memchr(b'|', after)?;
+    let stats = &after[close + 1..];
+    let open = memchr::memchr(b'[', stats)?;
+    let counts = trim(&stats[..open]);
+    let slash = memchr::memchr(b'/', counts)?;
+    let bracket = bracket(&stats[open..])?;
+    Some((|| {
+        let completed = count(&counts[..slash]).ok()?;
+        let planned = count(&counts[slash + 1..]).ok()?;
+        // tqdm drops the total once the count passes it, and its percentage is n / total: a
+        // frame that says otherwise was not drawn by tqdm as we read it.
+        if completed.value > planned.value || !percent_agrees(percent, completed, planned) {
+            return None;
+        }
+        let mut p = Progress {
+            partition: desc,
+            completed: Some(completed.value),
+            planned: Some(planned.value),
+            ..Progress::default()
+        };
+        bracket.apply(&mut p, completed)?;
+        Some(p)
+    })())
 }
 
-/// `desc: 4500it [01:23, 54.2it/s]`: tqdm without a known total.
-fn without_total(line: &[u8]) -> Option<Progress<'_>> {
+/// Whether the printed percentage (`{:3.0f}`) fits n / total, within the printed precision of
+/// scaled counts (three significant digits each) and, where their prefixes differ, the 2.4%
+/// per prefix that `unit_divisor=1024` makes them read high or low: prefixes are read as
+/// printed (decimal), since a frame does not say which divisor drew it.
+fn percent_agrees(percent: f64, n: Count, total: Count) -> bool {
+    if total.value == 0 {
+        return n.value == 0;
+    }
+    let ratio = 100.0 * n.value as f64 / total.value as f64;
+    let slack = if n.scaled || total.scaled {
+        let prefixes = n.power.abs_diff(total.power) as f64;
+        1.0 + ratio * (0.011 + 0.025 * prefixes)
+    } else {
+        0.51
+    };
+    (ratio - percent).abs() <= slack
+}
+
+/// `desc: 4500it [01:23, 54.20it/s]` or `desc: 3 examples [00:00, ? examples/s]`: tqdm
+/// without a known total (or with a count past its total).
+fn without_total(line: &[u8]) -> Option<Option<Progress<'_>>> {
     let open = memchr::memmem::find(line, b" [")?;
+    let bracket = bracket(&line[open + 1..])?;
     let head = trim(&line[..open]);
-    let word_start = head
+    // The count is the last number before the unit, which may be glued (`4500it`) or spaced
+    // (`3 examples`); the unit is the rate's.
+    let unit = bracket.unit;
+    let before_unit = head.strip_suffix(unit)?;
+    let before_unit = if unit.first().is_some_and(u8::is_ascii_whitespace) {
+        before_unit
+    } else {
+        before_unit.trim_ascii_end()
+    };
+    let start = before_unit
         .iter()
         .rposition(|b| b.is_ascii_whitespace())
         .map_or(0, |i| i + 1);
-    let (count, unit) = leading_digits(&head[word_start..]);
-    if unit.is_empty() || !unit.iter().all(u8::is_ascii_alphabetic) {
+    let printed = &before_unit[start..];
+    if printed.is_empty() || !printed[0].is_ascii_digit() {
         return None;
     }
-    let mut p = Progress {
-        partition: description(&head[..word_start]),
-        completed: Some(parse_u64(count)?),
-        ..Progress::default()
-    };
-    bracket(&line[open + 1..], &mut p);
-    // Without the rate bracket this is just a line that ends in a word and a bracket.
-    p.requests_per_second.map(|_| p)
+    Some((|| {
+        let completed = count(printed).ok()?;
+        let mut p = Progress {
+            partition: description(&before_unit[..start]),
+            completed: Some(completed.value),
+            ..Progress::default()
+        };
+        bracket.apply(&mut p, completed)?;
+        Some(p)
+    })())
 }
 
 /// `B1_glaive: ` → `Some("B1_glaive")`; whitespace or nothing → `None`.
@@ -79,36 +170,148 @@ fn description(s: &[u8]) -> Option<&str> {
     std::str::from_utf8(s).ok().filter(|d| !d.is_empty())
 }
 
-/// `[01:23<01:42, 54.2it/s]` or `[01:23, 54.2it/s, loss=0.3]`: remaining time and rate.
-fn bracket(s: &[u8], p: &mut Progress<'_>) {
-    let Some(inner) = s
-        .strip_prefix(b"[")
-        .and_then(|s| s.split(|&b| b == b']').next())
-    else {
-        return;
+/// The bracket after the counts: `[elapsed<remaining, rate, postfix…]`, or `[elapsed, rate…]`.
+struct Bracket<'a> {
+    remaining: Option<&'a [u8]>,
+    elapsed: &'a [u8],
+    rate: Rate,
+    /// The unit the rate names (`it`, ` examples`, `B`), to find the count of a total-less bar.
+    unit: &'a [u8],
+    postfix: &'a [u8],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rate {
+    Unknown,
+    PerSecond(f64),
+    /// `1.85s/it`: seconds per item.
+    Inverse(f64),
+    /// Printed as a number whose SI prefix we are not sure of (`5.42kB/s` with an unscaled
+    /// count of 100–999 could be 5.42 "kB" or 5420 "B"): decided against the count.
+    Prefixed(f64, usize),
+    Unreadable,
+}
+
+fn bracket(s: &[u8]) -> Option<Bracket<'_>> {
+    let inner = s.strip_prefix(b"[")?;
+    let inner = &inner[..memchr::memrchr(b']', inner)?];
+    // The times end at the first comma that does not follow a day count (`1 day, 2:03:04`).
+    let times_end = memchr::memchr_iter(b',', inner)
+        .find(|&i| !(inner[..i].ends_with(b"day") || inner[..i].ends_with(b"days")))?;
+    let (times, rest) = (&inner[..times_end], &inner[times_end + 1..]);
+    let (elapsed, remaining) = match memchr::memchr(b'<', times) {
+        Some(lt) => (trim(&times[..lt]), Some(trim(&times[lt + 1..]))),
+        None => (trim(times), None),
     };
-    let mut fields = inner.split(|&b| b == b',');
-    if let Some(times) = fields.next() {
-        if let Some(lt) = memchr::memchr(b'<', times) {
-            p.eta_seconds = clock_seconds(trim(&times[lt + 1..]));
-        }
+    // The rate runs to the postfix's `, `, if any.
+    let (rate, postfix) = match memchr::memmem::find(rest, b", ") {
+        Some(i) => (&rest[..i], &rest[i + 2..]),
+        None => (rest, &b""[..]),
+    };
+    let rate = rate.trim_ascii_start();
+    let (value, unit) = parse_rate(rate)?;
+    Some(Bracket {
+        remaining,
+        elapsed,
+        rate: value,
+        unit,
+        postfix,
+    })
+}
+
+/// `54.20it/s`, `83.6kit/s`, ` 1.85s/it`, `2.00s/ file`, `? examples/s`; the unit is returned
+/// as printed. `None` when this is not a rate at all (the bracket is then not tqdm's).
+fn parse_rate(s: &[u8]) -> Option<(Rate, &[u8])> {
+    if let Some(rest) = s.strip_prefix(b"?") {
+        let unit = rest
+            .strip_suffix(b"/s")
+            .or_else(|| rest.strip_prefix(b"s/"))?;
+        return Some((Rate::Unknown, unit));
     }
-    if let Some(rate) = fields.next() {
-        p.requests_per_second = rate_per_second(trim(rate));
+    let (num, rest) = leading_decimal(s);
+    if num.is_empty() {
+        return None;
+    }
+    let Some(v) = parse_f64(num) else {
+        return Some((Rate::Unreadable, rest));
+    };
+    let (prefix, unit_part) = match rest.first() {
+        Some(c) if SI.contains(c) && rest.len() > 1 => {
+            (SI.iter().position(|b| b == c).map(|i| i + 1), &rest[1..])
+        }
+        _ => (None, rest),
+    };
+    if let Some(unit) = unit_part.strip_prefix(b"s/") {
+        let rate = match prefix {
+            Some(power) => Rate::Inverse(v * 1000f64.powi(power as i32)),
+            None => Rate::Inverse(v),
+        };
+        return Some((rate, unit));
+    }
+    if let Some(unit) = rest.strip_suffix(b"/s") {
+        return Some(match prefix {
+            Some(power) => (Rate::Prefixed(v, power), &unit[1..]),
+            None => (Rate::PerSecond(v), unit),
+        });
+    }
+    // `1.85s/it` without a prefix is handled above; anything else is not a rate.
+    None
+}
+
+impl Bracket<'_> {
+    /// Fills the times, the rate and the postfix's token rate into `p`; `None` when one of them
+    /// has the shape of a figure but cannot be read.
+    fn apply<'a>(&self, p: &mut Progress<'a>, count: Count) -> Option<()> {
+        clock_seconds(self.elapsed)?;
+        if let Some(remaining) = self.remaining.filter(|r| *r != b"?") {
+            p.eta_seconds = Some(clock_seconds(remaining)?);
+        }
+        p.requests_per_second = match self.rate {
+            Rate::Unknown => None,
+            Rate::PerSecond(v) => Some(v),
+            Rate::Inverse(v) if v > 0.0 => Some(1.0 / v),
+            Rate::Inverse(_) => None,
+            // An integer count of 1000 or more is printed so only without `unit_scale`, and
+            // then the rate is not scaled either: the letter belongs to the unit.
+            Rate::Prefixed(v, _) if !count.scaled && count.value >= 1000 => Some(v),
+            Rate::Prefixed(v, power) => Some(v * 1000f64.powi(power as i32)),
+            Rate::Unreadable => return None,
+        };
+        p.tokens_per_second = postfix_tokens_per_second(self.postfix);
+        Some(())
     }
 }
 
-/// `54.2it/s` → 54.2; `1.85s/it` → 1/1.85; `?it/s` → unknown.
-fn rate_per_second(s: &[u8]) -> Option<f64> {
-    let (num, unit) = leading_decimal(s);
-    let v = parse_f64(num)?;
-    if unit.starts_with(b"s/") {
-        (v > 0.0).then(|| 1.0 / v)
-    } else if unit.ends_with(b"/s") {
-        Some(v)
-    } else {
-        None
+/// The output tokens per second a postfix reports: vLLM's `output: 11765.43 toks/s`, or a
+/// `set_postfix` field such as `tok/s=1234` or `out_tok/s=1234`. Input (prompt) rates and
+/// every other field are ignored.
+fn postfix_tokens_per_second(postfix: &[u8]) -> Option<f64> {
+    const RATE_UNITS: [&[u8]; 4] = [b"tok/s", b"toks/s", b"tokens/s", b"tokens/sec"];
+    let mut found = None;
+    for field in postfix.split(|&b| b == b',') {
+        let field = trim(field);
+        let (name, value) = match (memchr::memchr(b'=', field), memchr::memchr(b':', field)) {
+            (Some(eq), _) => (&field[..eq], &field[eq + 1..]),
+            (None, Some(colon)) => (&field[..colon], &field[colon + 1..]),
+            _ => continue,
+        };
+        let name = trim(name).to_ascii_lowercase();
+        let (num, unit) = leading_decimal(trim(value));
+        let unit = trim(unit);
+        let names_rate = RATE_UNITS.iter().any(|u| name.ends_with(u));
+        let unit_is_rate = RATE_UNITS.contains(&unit);
+        let is_input = [&b"input"[..], b"prompt", b"in_", b"prefill"]
+            .iter()
+            .any(|w| memchr::memmem::find(&name, w).is_some());
+        if is_input || !(names_rate && unit.is_empty() || unit_is_rate) {
+            continue;
+        }
+        if unit_is_rate && !names_rate && !name.starts_with(b"out") && !name.starts_with(b"gen") {
+            continue;
+        }
+        found = parse_f64(num).or(found);
     }
+    found
 }
 
 #[cfg(test)]
@@ -124,7 +327,7 @@ mod tests {
 
     #[test]
     fn unicode_bar_with_description() {
-        let p = progress("B1_glaive:  45%|████▌     | 4500/10000 [01:23<01:42, 54.2it/s]");
+        let p = progress("B1_glaive:  45%|████▌     | 4500/10000 [01:23<01:42, 54.20it/s]");
         assert_eq!(p.partition, Some("B1_glaive"));
         assert_eq!((p.completed, p.planned), (Some(4500), Some(10000)));
         assert_eq!(p.eta_seconds, Some(102.0));
@@ -138,6 +341,9 @@ mod tests {
         assert_eq!(p.eta_seconds, Some(165.0));
         let rps = p.requests_per_second.unwrap();
         assert!((rps - 1.0 / 1.85).abs() < 1e-9);
+        // The ASCII charset has digits in it.
+        let p = progress("asc:  54%|#####4    | 27/50 [00:02<00:02, 10.00it/s]");
+        assert_eq!((p.completed, p.planned), (Some(27), Some(50)));
     }
 
     #[test]
@@ -155,14 +361,107 @@ mod tests {
         assert_eq!(p.completed, Some(10));
         assert_eq!(p.eta_seconds, Some(0.0));
         assert_eq!(p.requests_per_second, Some(2.0));
+        assert_eq!(p.tokens_per_second, None);
     }
 
     #[test]
     fn unknown_total() {
-        let p = progress("B2: 4500it [01:23, 54.2it/s]");
+        let p = progress("B2: 4500it [01:23, 54.20it/s]");
         assert_eq!(p.partition, Some("B2"));
         assert_eq!((p.completed, p.planned), (Some(4500), None));
         assert_eq!(p.requests_per_second, Some(54.2));
+        let p = progress("spn: 3 examples [00:00, 10.00 examples/s]");
+        assert_eq!((p.partition, p.completed), (Some("spn"), Some(3)));
+        let p = progress("0it [00:00, ?it/s]");
+        assert_eq!((p.partition, p.completed), (None, Some(0)));
+        let p = progress("big: 4.50kit [00:53, 84.9it/s]");
+        assert_eq!(
+            (p.completed, p.requests_per_second),
+            (Some(4500), Some(84.9))
+        );
+    }
+
+    #[test]
+    fn unit_scale_counts_and_rates() {
+        let p = progress("B3_big: 100%|██████████| 12.0k/12.0k [00:00<00:00, 83.6kit/s]");
+        assert_eq!((p.completed, p.planned), (Some(12000), Some(12000)));
+        assert_eq!(p.requests_per_second, Some(83600.0));
+        let p = progress("B3_big:   7%|▋         | 900/12.0k [00:00<00:00, 1.00kit/s]");
+        assert_eq!((p.completed, p.planned), (Some(900), Some(12000)));
+        let p = progress("B3_big:   0%|          | 5.00/12.0k [00:00<00:11, 1.00kit/s]");
+        assert_eq!(p.completed, Some(5));
+        let p = progress("m:  37%|███▋      | 45.6M/123M [00:01<00:02, 45.6MB/s]");
+        assert_eq!(
+            (p.completed, p.planned),
+            (Some(45_600_000), Some(123_000_000))
+        );
+        assert_eq!(p.requests_per_second, Some(45_600_000.0));
+        // Without unit_scale, a count of 1000 or more is an integer: the `k` is the unit's.
+        let p = progress("x:  50%|█████     | 1000/2000 [00:01<00:01, 5.42kB/s]");
+        assert_eq!(p.requests_per_second, Some(5.42));
+    }
+
+    #[test]
+    fn custom_units_spaced_and_inverse() {
+        let p = progress("sp:   6%|▌         | 3/50 [00:00<00:04, 10.00 examples/s]");
+        assert_eq!(p.requests_per_second, Some(10.0));
+        let p = progress("sl:   6%|▌         | 3/50 [00:06<01:34,  2.00s/ file]");
+        assert_eq!(p.requests_per_second, Some(0.5));
+        let p = progress("sp:   0%|          | 0/50 [00:00<?, ? examples/s]");
+        assert_eq!(p.requests_per_second, None);
+        let p = progress("b:  20%|██        | 20/100 [00:02<00:08, 10.00batches/s]");
+        assert_eq!(p.requests_per_second, Some(10.0));
+    }
+
+    #[test]
+    fn days_in_the_clock() {
+        let p = progress("d:  50%|█████     | 50/100 [1 day, 2:03:04<1 day, 2:03:04, 1.85s/it]");
+        assert_eq!(p.eta_seconds, Some(86400.0 + 7384.0));
+        let p = progress("d:  50%|█████     | 50/100 [26:03:04<100:00:00, 1.85s/it]");
+        assert_eq!(p.eta_seconds, Some(360000.0));
+    }
+
+    #[test]
+    fn vllm_offline_bars() {
+        let p = progress("Processed prompts:  45%|████▌     | 4500/10000 [01:23<01:42, 54.20it/s, est. speed input: 23456.78 toks/s, output: 11765.43 toks/s]");
+        assert_eq!(p.partition, Some("Processed prompts"));
+        assert_eq!(p.tokens_per_second, Some(11765.43));
+        assert_eq!(p.requests_per_second, Some(54.2));
+        assert_eq!(
+            Tqdm.parse(
+                "Adding requests: 100%|██████████| 10000/10000 [00:01<00:00, 9000.00it/s]"
+                    .as_bytes()
+            ),
+            Some(Event::Queued)
+        );
+    }
+
+    #[test]
+    fn postfix_token_rates() {
+        let rate = |s: &str| postfix_tokens_per_second(s.as_bytes());
+        assert_eq!(rate("loss=0.5, tok/s=1234.5"), Some(1234.5));
+        assert_eq!(rate("out_tok/s=99"), Some(99.0));
+        assert_eq!(rate("output: 11.5 toks/s"), Some(11.5));
+        assert_eq!(rate("est. speed input: 23456.78 toks/s"), None);
+        assert_eq!(rate("in_tok/s=5"), None);
+        assert_eq!(rate("loss=0.5, acc=0.9"), None);
+        assert_eq!(rate("speed: 12 toks/s"), None);
+        assert_eq!(rate(""), None);
+    }
+
+    #[test]
+    fn frames_that_cannot_be_read_exactly_are_unparsed() {
+        for line in [
+            // A suffix tqdm never prints.
+            "x:  37%|███▋      | 4.50x/12.0k [00:53<01:29, 83.6kit/s]",
+            // n > total: tqdm would have dropped the total.
+            "x: 100%|██████████| 900/12 [00:00<00:00, 83.6it/s]",
+            // The percentage disagrees with n / total.
+            "x:   7%|▋         | 900/1000 [00:00<00:00, 83.6it/s]",
+            "x:  45%|████▌     | 4500/10000 [01:23<1:xx:02, 54.20it/s]",
+        ] {
+            assert_eq!(Tqdm.parse(line.as_bytes()), Some(Event::Unparsed), "{line}");
+        }
     }
 
     #[test]
@@ -170,6 +469,8 @@ mod tests {
         assert_eq!(Tqdm.parse(b"loading 100% done"), None);
         assert_eq!(Tqdm.parse(b"see [docs] for more"), None);
         assert_eq!(Tqdm.parse(b"x%|no numbers|"), None);
+        assert_eq!(Tqdm.parse(b"Loaded 5 shards [done, ok]"), None);
+        assert_eq!(Tqdm.parse(b"INFO 2 items [a, b]"), None);
         assert_eq!(Tqdm.parse(b""), None);
     }
 }

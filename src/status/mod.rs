@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn stalled_partition_makes_the_run_unhealthy() {
         let mut run = Run::new(&["log".into()]);
-        let parser = Parser::RunInference(RunInference);
+        let mut parser = Parser::RunInference(RunInference);
         for (t, line) in [
             (0.0, "Processing: A"),
             (0.0, "  10/100 (0 err) 1.0 req/s"),

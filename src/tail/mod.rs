@@ -180,6 +180,13 @@ impl Follower {
         self
     }
 
+    /// The current file's unfinished last line, if any. tqdm ends each frame only when it draws
+    /// the next, so the latest frame of a bar waits here.
+    pub fn pending(&self) -> Option<&[u8]> {
+        let open = self.current.as_ref()?;
+        (!open.discarding && !open.partial.is_empty()).then_some(open.partial.as_slice())
+    }
+
     /// Goes up whenever the set of files being read changes; a snapshot taken after it moved
     /// records the change.
     pub fn switches(&self) -> u64 {

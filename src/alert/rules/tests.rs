@@ -7,7 +7,7 @@ use crate::parse::{Parser, RunInference};
 const T0: Seconds = 1_780_000_000.0;
 
 fn feed(run: &mut Run, lines: &[(Seconds, &str)]) {
-    let parser = Parser::RunInference(RunInference);
+    let mut parser = Parser::RunInference(RunInference);
     for (at, line) in lines {
         run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), *at);
     }

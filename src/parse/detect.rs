@@ -1,0 +1,112 @@
+//! `--log-format auto`: which built-in format a log is in, decided from the log itself.
+//!
+//! A log is undecided until a line only one format can have arrives: a `run_inference` header
+//! or progress line, or a tqdm frame. Until then every line is still offered to both parsers,
+//! and what they agree is harmless (`Model: …`, `NAME: N prompts`) is applied, so a log that
+//! opens with a banner and a page of warnings loses nothing while it is being recognised.
+
+use super::{Event, Format, RunInference, Tqdm};
+
+/// Bytes of the deciding line kept to say why the format was chosen.
+const REASON_BYTES: usize = 120;
+
+#[derive(Debug, Clone, Default)]
+pub struct Detect {
+    chosen: Option<Format>,
+    /// The line that decided, for the log message.
+    reason: Option<String>,
+}
+
+impl Detect {
+    pub fn parse<'a>(&mut self, line: &'a [u8]) -> Option<Event<'a>> {
+        match self.chosen {
+            Some(Format::Tqdm) => return Tqdm.parse(line),
+            Some(_) => return RunInference.parse(line),
+            None => {}
+        }
+        let run_inference = RunInference.parse(line);
+        if let Some(Event::Partition { .. } | Event::Running { .. } | Event::Progress(_)) =
+            run_inference
+        {
+            self.decide(Format::RunInference, line);
+            return run_inference;
+        }
+        match Tqdm.parse(line) {
+            Some(frame) => {
+                self.decide(Format::Tqdm, line);
+                Some(frame)
+            }
+            None => run_inference,
+        }
+    }
+
+    fn decide(&mut self, format: Format, line: &[u8]) {
+        self.chosen = Some(format);
+        let shown = &line[..line.len().min(REASON_BYTES)];
+        self.reason = Some(String::from_utf8_lossy(shown).trim().to_owned());
+    }
+
+    /// The format found, once one is.
+    pub fn chosen(&self) -> Option<Format> {
+        self.chosen
+    }
+
+    /// The line that decided it.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Continues with a format found before (restored from a snapshot).
+    pub fn assume(&mut self, format: Format) {
+        if matches!(format, Format::RunInference | Format::Tqdm) {
+            self.chosen = Some(format);
+            self.reason = Some("found before the restart".to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_banner_does_not_decide_and_loses_nothing() {
+        let mut d = Detect::default();
+        for line in [
+            "Loading weights...",
+            "WARNING: something",
+            "Vocab size: 163840",
+        ] {
+            assert_eq!(d.parse(line.as_bytes()), None);
+        }
+        assert_eq!(d.parse(b"Model: /m"), Some(Event::Model("/m")));
+        assert_eq!(d.chosen(), None);
+        assert!(matches!(
+            d.parse("B1:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]".as_bytes()),
+            Some(Event::Progress(_))
+        ));
+        assert_eq!(d.chosen(), Some(Format::Tqdm));
+        assert_eq!(
+            d.reason(),
+            Some("B1:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]")
+        );
+        // Decided: run_inference lines are now plain text.
+        assert_eq!(d.parse(b"Processing: B2 (SHORT)"), None);
+    }
+
+    #[test]
+    fn run_inference_is_decided_by_a_header_or_a_progress_line() {
+        let mut d = Detect::default();
+        assert!(d.parse(b"B1_glaive: 10 prompts").is_some());
+        assert_eq!(d.chosen(), None);
+        assert!(d.parse(b"Processing: B1_glaive (SHORT)").is_some());
+        assert_eq!(d.chosen(), Some(Format::RunInference));
+        let mut d = Detect::default();
+        assert!(d.parse(b"  50/100 (0 err) 1.0 req/s").is_some());
+        assert_eq!(d.chosen(), Some(Format::RunInference));
+        assert_eq!(
+            d.parse("x:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]".as_bytes()),
+            None
+        );
+    }
+}
