@@ -29,7 +29,15 @@ fn troubled_run(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     for (name, records) in [("B1", 100), ("B2", 150)] {
         let folder = dir.join("prepared").join(name);
         std::fs::create_dir_all(&folder).unwrap();
-        std::fs::write(folder.join("raw_responses.jsonl"), record.repeat(records)).unwrap();
+        let file = folder.join("raw_responses.jsonl");
+        std::fs::write(&file, record.repeat(records)).unwrap();
+        // Written no later than the log: records arriving now would be evidence of work.
+        std::fs::File::options()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
     }
     let b3 = dir.join("prepared/B3");
     std::fs::create_dir_all(&b3).unwrap();

@@ -19,6 +19,7 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum AlertName {
     Stalled,
+    LogSilent,
     ProcessExited,
     ServerDown,
     GpusIdle,
@@ -32,8 +33,9 @@ pub enum AlertName {
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 11] = [
+    pub const ALL: [AlertName; 12] = [
         AlertName::Stalled,
+        AlertName::LogSilent,
         AlertName::ProcessExited,
         AlertName::ServerDown,
         AlertName::GpusIdle,
@@ -49,6 +51,7 @@ impl AlertName {
     pub fn as_str(self) -> &'static str {
         match self {
             AlertName::Stalled => "Stalled",
+            AlertName::LogSilent => "LogSilent",
             AlertName::ProcessExited => "ProcessExited",
             AlertName::ServerDown => "ServerDown",
             AlertName::GpusIdle => "GpusIdle",

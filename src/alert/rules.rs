@@ -41,6 +41,8 @@ impl Default for Rules {
         };
         Rules(BTreeMap::from([
             (AlertName::Stalled, rule(600.0, 0.0)),
+            // Judged against the Stalled threshold: the same silence, with the outputs moving.
+            (AlertName::LogSilent, rule(0.0, 0.0)),
             (AlertName::ProcessExited, rule(0.0, 60.0)),
             (AlertName::ServerDown, rule(0.0, 120.0)),
             (AlertName::GpusIdle, rule(0.05, 600.0)),
@@ -144,28 +146,66 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
         })
     };
 
-    if on(AlertName::Stalled) {
-        for v in &views {
-            if let Some((stall, threshold)) =
-                stalled(v, rules.get(AlertName::Stalled).threshold, now)
-            {
-                let (cause, why) = stall_cause(run, v, now - stall);
+    let stall_after = rules.get(AlertName::Stalled).threshold;
+    for v in &views {
+        match judge_stall(run, v, stall_after, now) {
+            Some(Stall::Stalled { seconds, threshold }) if on(AlertName::Stalled) => {
+                let (cause, why) = stall_cause(run);
                 push(
                     AlertName::Stalled,
                     Some(v.name),
-                    format!("no progress for {} ({cause})", human(stall)),
+                    format!("no progress for {} ({cause})", human(seconds)),
                     format!(
-                        "{} has made no progress for {} (threshold {}). Likely cause: {cause}. {why}",
+                        "{} has shown no evidence of work (no progress line, no output written{}) for {} (threshold {}). Likely cause: {cause}. {why}",
                         v.name,
-                        human(stall),
+                        if v.log.is_some_and(|p| p.last_progress_at.is_none()) { ", the server not generating" } else { "" },
+                        human(seconds),
                         human(threshold)
                     ),
                 );
             }
+            Some(Stall::LogSilent { seconds }) if on(AlertName::LogSilent) => push(
+                AlertName::LogSilent,
+                Some(v.name),
+                format!("no progress line for {}, outputs still growing", human(seconds)),
+                format!(
+                    "{} has printed no progress for {} while its output files keep growing: the pipeline works, but its log is stuck or buffered (a redirected stdout without flush?).",
+                    v.name,
+                    human(seconds)
+                ),
+            ),
+            _ => {}
         }
     }
+    if on(AlertName::Stalled) && !run.any_active() {
+        if let Some(seconds) = run
+            .run_stall_seconds(&views, now)
+            .filter(|s| *s > stall_after)
+        {
+            let (cause, why) = match stall_cause(run) {
+                ("process gone", why) => ("driver gone", why),
+                ("server down", why) => ("server down", why),
+                _ => (
+                    "driver idle between partitions",
+                    "No partition is active and none has started, although work is left (partitions below their plan, or the driver still running).".to_owned(),
+                ),
+            };
+            push(
+                AlertName::Stalled,
+                None,
+                format!("no work for {} ({cause})", human(seconds)),
+                format!(
+                    "The run is unfinished but nothing has shown work for {} (threshold {}). Likely cause: {cause}. {why}",
+                    human(seconds),
+                    human(stall_after)
+                ),
+            );
+        }
+    }
+    // A driver that exits once every partition reached its plan has finished, not crashed.
+    let complete = Run::complete(&views);
     if let (true, Some(process)) = (on(AlertName::ProcessExited), &run.process) {
-        if !process.up {
+        if !process.up && !complete {
             push(
                 AlertName::ProcessExited,
                 None,
@@ -310,18 +350,37 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
     out
 }
 
-/// (seconds stalled, threshold) when an active partition has stalled.
-fn stalled(v: &PartitionView<'_>, threshold: f64, now: Seconds) -> Option<(f64, f64)> {
-    let p = v.log?;
-    let stall = p.stall_seconds(now)?;
-    let threshold = p
-        .median_progress_gap()
-        .map_or(threshold, |gap| threshold.max(STALL_GAPS * gap));
-    (stall > threshold).then_some((stall, threshold))
+/// What the evidence says of an active partition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stall {
+    /// No evidence of work for longer than the threshold.
+    Stalled { seconds: f64, threshold: f64 },
+    /// The log is silent that long, but the output files keep growing.
+    LogSilent { seconds: f64 },
 }
 
-/// The likely cause of a stall, from what the probes and the output files say.
-fn stall_cause(run: &Run, v: &PartitionView<'_>, stalled_since: Seconds) -> (&'static str, String) {
+/// Judges an active partition's evidence against max(`stall_after`, 5× its median gap
+/// between progress reports). Before its first report, log silence is expected for as long as
+/// the first report may take, so it is not `LogSilent` then.
+fn judge_stall(run: &Run, v: &PartitionView<'_>, stall_after: f64, now: Seconds) -> Option<Stall> {
+    let e = run.evidence(v, now)?;
+    let threshold = v
+        .log?
+        .median_progress_gap()
+        .map_or(stall_after, |gap| stall_after.max(STALL_GAPS * gap));
+    let seconds = now - e.at;
+    if seconds > threshold {
+        return Some(Stall::Stalled { seconds, threshold });
+    }
+    let silent = now - e.log_at;
+    let first_report_late = e.first_report_due.is_none_or(|due| now > due);
+    let outputs_moving = e.outputs_at.is_some_and(|o| o > e.log_at);
+    (silent > threshold && outputs_moving && first_report_late)
+        .then_some(Stall::LogSilent { seconds: silent })
+}
+
+/// The likely cause of a stall, from what the probes say.
+fn stall_cause(run: &Run) -> (&'static str, String) {
     if run.process.as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
     }
@@ -333,18 +392,18 @@ fn stall_cause(run: &Run, v: &PartitionView<'_>, stalled_since: Seconds) -> (&'s
             );
         }
     }
-    if v.last_write.is_some_and(|w| w > stalled_since + 1.0) {
-        return (
-            "outputs still growing, log silent",
-            "The output files are still being written: the pipeline works but stopped logging (a buffered or redirected stdout?).".into(),
-        );
-    }
     if let Some(server) = &run.server {
         match (server.running_requests, server.queued_requests) {
+            (Some(running), _) if running > 0.0 && server.generation_tokens_per_second == Some(0.0) => {
+                return (
+                    "server hung",
+                    format!("The server holds {running:.0} running requests but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
+                )
+            }
             (Some(running), _) if running > 0.0 => {
                 return (
                     "server busy, nothing written",
-                    format!("The server is running {running:.0} requests but nothing reaches the outputs: requests may be hanging on very long generations."),
+                    format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", server.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
                 )
             }
             (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {
@@ -377,8 +436,7 @@ fn finished(v: &PartitionView<'_>) -> bool {
 }
 
 fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
-    !views.is_empty()
-        && views.iter().all(finished)
+    Run::complete(views)
         && !run.partitions.values().any(|p| p.active)
         && !run.process.as_ref().is_some_and(|p| p.up)
 }

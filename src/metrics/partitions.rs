@@ -27,8 +27,7 @@ const GAUGES: &[(&str, &str, Gauge)] = &[
     ("pulse_partition_logged_eta_seconds", "ETA as the pipeline printed it.", |v, _| v.log?.logged_eta_seconds),
     ("pulse_partition_last_progress_timestamp_seconds", "When the completed count last increased.", |v, _| v.log?.last_progress_at),
     ("pulse_partition_active", "1 for a partition being processed now.", |v, _| v.log.map(|p| if p.active { 1.0 } else { 0.0 })),
-    ("pulse_partition_stall_seconds", "Seconds since progress, for active partitions.", |v, now| v.log?.stall_seconds(now)),
-    ("pulse_partition_progress_gap_median_seconds", "Median seconds between the partition's recent progress reports (from the third gap on); the Stalled rule waits at least 5 times this.", |v, _| v.log?.median_progress_gap()),
+    ("pulse_partition_progress_gap_median_seconds", "Median seconds between the partition's recent progress reports (the header to the first report counts as one gap); the Stalled rule waits at least 5 times this.", |v, _| v.log?.median_progress_gap()),
     ("pulse_partition_log_output_gap", "The log's completed count minus the records in the output files.", |v, _| v.log_output_gap().map(|g| g as f64)),
     ("pulse_output_bytes", "Bytes of complete records in the output files.", |v, _| v.outputs.as_ref().map(|o| o.bytes as f64)),
     ("pulse_output_last_write_timestamp_seconds", "When an output file of the partition was last modified.", |v, _| v.last_write),
@@ -85,6 +84,16 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
             })
         }),
     )?;
+    family(
+        enc,
+        "pulse_partition_stall_seconds",
+        "Seconds without evidence of work (a progress line, an output write, or before the first report the server generating), for active partitions.",
+        MetricType::Gauge,
+        views.iter().filter_map(|v| {
+            let evidence = run.evidence(v, now)?;
+            Some(([("partition", v.name)], ConstGauge::new((now - evidence.at).max(0.0))))
+        }),
+    )?;
     let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     info(
         enc,
@@ -113,6 +122,22 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
     )?;
     if views.is_empty() {
         return Ok(());
+    }
+    if let Some(at) = run.last_evidence_at(&views) {
+        super::gauge(
+            enc,
+            "pulse_run_last_evidence_timestamp_seconds",
+            "When anything last showed the run works: a progress line or header, an output write, the server generating.",
+            at,
+        )?;
+    }
+    if let Some(stall) = run.run_stall_seconds(&views, now) {
+        super::gauge(
+            enc,
+            "pulse_run_stall_seconds",
+            "Seconds without evidence of work anywhere in the run, while it is unfinished; with no partition active, a driver idle (or hung) between partitions.",
+            stall,
+        )?;
     }
     let totals = RunTotals::of(&views, now);
     super::gauge(

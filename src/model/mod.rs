@@ -4,12 +4,14 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
+mod evidence;
 mod node;
 mod outputs;
 mod partition;
 mod recent;
 mod window;
 
+pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals, MISMATCH_MIN_GAP,
@@ -152,6 +154,18 @@ impl Run {
             }
             None => {}
         }
+    }
+
+    /// Takes a server probe's result; remembers when the server was last seen generating, which
+    /// stands in for a partition's first report while it may still take a while.
+    pub fn set_server(&mut self, mut server: ServerState, now: Seconds) {
+        let previous = self.server.as_ref().and_then(|s| s.generating_at);
+        server.generating_at = if server.generating() {
+            Some(now)
+        } else {
+            previous
+        };
+        self.server = Some(server);
     }
 
     /// Applies what a line not yet finished says (tqdm's latest frame), without counting it

@@ -37,6 +37,10 @@ pub struct Partition {
     pub last_progress_at: Option<Seconds>,
     /// When the partition was (last) announced or first reported.
     pub started_at: Option<Seconds>,
+    /// The first progress report since it was (last) announced: how long a first report takes
+    /// is learned from it.
+    #[serde(default)]
+    pub first_progress_at: Option<Seconds>,
     pub active: bool,
     pub restarts: u64,
     completed_window: Window,
@@ -64,6 +68,7 @@ impl Partition {
         }
         self.announced = true;
         self.started_at = Some(now);
+        self.first_progress_at = None;
     }
 
     pub(super) fn progress(&mut self, p: &Progress<'_>, now: Seconds) {
@@ -120,8 +125,16 @@ impl Partition {
             // Lines read in one go (a backlog, stamped with the file's mtime) say nothing about
             // how often the pipeline reports: only gaps in time are gaps.
             keep(&mut self.gaps, now - last, HISTORY);
+        } else if let Some(start) = self.started_at.filter(|s| self.announced && now > *s) {
+            // The header to the first report is the first gap: a driver that reports every 50
+            // completions took that long for its first 50, and will take about as long for the
+            // next. Without it a slow reporter would look stalled until its third report.
+            if self.first_progress_at.is_none() {
+                keep(&mut self.gaps, now - start, HISTORY);
+            }
         }
         self.last_progress_at = Some(now);
+        self.first_progress_at.get_or_insert(now);
         self.completed = completed;
         self.push(now);
     }
@@ -142,14 +155,15 @@ impl Partition {
         self.error_points.clear();
     }
 
-    /// The median time between progress reports, once there are a few.
+    /// The median time between progress reports (the lower one of an even count), from the
+    /// first gap on: the header to the first report counts as one.
     pub fn median_progress_gap(&self) -> Option<f64> {
-        if self.gaps.len() < 3 {
+        if self.gaps.is_empty() {
             return None;
         }
         let mut gaps: Vec<f64> = self.gaps.iter().copied().collect();
         gaps.sort_by(f64::total_cmp);
-        Some(gaps[gaps.len() / 2])
+        Some(gaps[(gaps.len() - 1) / 2])
     }
 
     /// Errors per request over about the last `requests` requests (fewer early in a

@@ -138,7 +138,7 @@ impl Probes {
             }
         }
         let worked = server.error.is_none();
-        run.server = Some(server);
+        run.set_server(server, clock::now());
         run.set_collector("server", worked, started.elapsed().as_secs_f64());
     }
 

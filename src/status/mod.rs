@@ -161,7 +161,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
     let views = run.views();
     let partitions: Vec<PartitionStatus> = views
         .iter()
-        .map(|v| partition(v, stalled(v.name), now))
+        .map(|v| partition(run, v, stalled(v.name), now))
         .collect();
     let totals = RunTotals::of(&views, now);
     let tps: Vec<f64> = partitions
@@ -217,7 +217,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
     }
 }
 
-fn partition(v: &PartitionView<'_>, stalled: bool, now: Seconds) -> PartitionStatus {
+fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> PartitionStatus {
     let log = v.log;
     let completed = v.completed();
     let planned = v.planned();
@@ -235,7 +235,7 @@ fn partition(v: &PartitionView<'_>, stalled: bool, now: Seconds) -> PartitionSta
         requests_per_second: log.and_then(|p| p.requests_per_second),
         tokens_per_second: v.completion_tokens_per_second(now),
         eta_seconds: log.and_then(|p| p.eta_seconds(now)),
-        stall_seconds: log.and_then(|p| p.stall_seconds(now)),
+        stall_seconds: run.evidence(v, now).map(|e| (now - e.at).max(0.0)),
         restarts: log.map_or(0, |p| p.restarts),
         stalled,
         outputs: v.outputs.as_ref().map(|o| OutputStatus {

@@ -121,18 +121,63 @@ fn stall_causes_from_the_evidence() {
     });
     assert!(cause(&run).contains("server busy, nothing written"));
 
+    run.server.as_mut().unwrap().generation_tokens_per_second = Some(1300.0);
+    assert!(cause(&run).contains("server busy, nothing written"));
+    run.server.as_mut().unwrap().generation_tokens_per_second = Some(0.0);
+    assert!(cause(&run).contains("server hung"));
+
     run.server.as_mut().unwrap().running_requests = Some(0.0);
     assert!(cause(&run).contains("server idle, client waiting"));
 
+    // Records still arriving are evidence of work: the log is what is stuck.
     run.outputs.insert(
         "/p/B1/raw.jsonl".into(),
         OutputFile {
             partition: "B1".into(),
-            stats: OutputStats::default(),
+            stats: OutputStats {
+                records: 160,
+                ..OutputStats::default()
+            },
             last_write: Some(stalled_at - 10.0),
         },
     );
-    assert!(cause(&run).contains("outputs still growing, log silent"));
+    let c = eval(&run, stalled_at);
+    assert_eq!(alerts(&c), [(AlertName::LogSilent, Some("B1"))]);
+    assert_eq!(
+        c[0].summary,
+        "no progress line for 15m, outputs still growing"
+    );
+}
+
+#[test]
+fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1"),
+            (T0 + 60.0, "  200/200 (0 err) 1.0 req/s"),
+        ],
+    );
+    let mut process = ProcessState::default();
+    process.observe(Some(7), T0);
+    process.observe(None, T0 + 70.0);
+    run.process = Some(process.clone());
+    let c = eval(&run, T0 + 400.0);
+    assert!(
+        !alerts(&c).contains(&(AlertName::ProcessExited, None)),
+        "{c:?}"
+    );
+    assert!(alerts(&c).contains(&(AlertName::RunFinished, None)));
+    // Exiting before the plan is reached is a crash.
+    feed(
+        &mut run,
+        &[
+            (T0 + 80.0, "Processing: B2"),
+            (T0 + 90.0, "  5/200 (0 err) 1.0 req/s"),
+        ],
+    );
+    assert!(alerts(&eval(&run, T0 + 400.0)).contains(&(AlertName::ProcessExited, None)));
 }
 
 fn with_gpus(run: &mut Run, utilizations: &[f64]) {
