@@ -401,3 +401,118 @@ fn nothing_is_evaluated_before_every_input_has_been_read_once() {
         m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"A\"") == Some(1.0)
     });
 }
+
+#[test]
+fn a_driver_idle_between_partitions_is_paged_and_resolved_when_it_moves() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    // B1 finished two minutes ago; B2's prompts are waiting, and nothing has happened since.
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\nDone: B1\n",
+    )
+    .unwrap();
+    let then = SystemTime::now() - Duration::from_secs(120);
+    std::fs::File::options()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    let b2 = dir.path().join("prepared/B2");
+    std::fs::create_dir_all(&b2).unwrap();
+    std::fs::write(b2.join("prompts.jsonl"), "{}\n".repeat(50)).unwrap();
+    let inputs = format!("{}/prepared/*/prompts.jsonl", path_str(dir.path()));
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &["--log", path_str(&log), "--inputs", &inputs],
+    ));
+
+    let first = smtp::wait_messages(&server.maildir, 1);
+    let subject = smtp::subject(&first[0]);
+    // B1's PartitionFinished notice may share the email.
+    assert!(subject.contains("FIRING Stalled"), "{subject}");
+    assert!(
+        first[0].contains("no work for 2m (driver idle between partitions)"),
+        "{}",
+        first[0]
+    );
+    sidecar.wait_metrics("the run-level alert", |m| {
+        m.get("pulse_alert_firing", "alert=\"Stalled\",partition=\"\"") == Some(1.0)
+    });
+    let m = sidecar.metrics();
+    assert!(m
+        .get("pulse_run_stall_seconds", "")
+        .is_some_and(|s| s >= 120.0));
+
+    // The driver moves on: the next partition's header is evidence of work.
+    append(&log, "Processing: B2 (SHORT)\n");
+    let all = smtp::wait_messages(&server.maildir, 2);
+    assert_eq!(all.len(), 2, "one firing and one resolved email");
+    assert!(
+        smtp::subject(&all[1]).contains("RESOLVED Stalled"),
+        "{}",
+        all[1]
+    );
+}
+
+#[test]
+fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\n",
+    )
+    .unwrap();
+    // Both rules at once, so a ProcessExited would come no later than the RunFinished notice.
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "[rules.ProcessExited]\nfor = \"0s\"\n[rules.RunFinished]\nfor = \"0s\"\n[rules.PartitionFinished]\nenabled = false\n",
+    )
+    .unwrap();
+    let marker = format!("driver-{}", std::process::id());
+    // The driver runs until the test tells it to go (by creating `go`).
+    let go = dir.path().join("go");
+    let mut driver = python(
+        "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)",
+        &[path_str(&go), &marker],
+    );
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &[
+            "--config",
+            path_str(&config),
+            "--log",
+            path_str(&log),
+            "--process-match",
+            &marker,
+            "--probe-interval",
+            "100ms",
+        ],
+    ));
+    sidecar.wait_metrics("the driver seen running", |m| {
+        m.get("pulse_pipeline_process_up", "") == Some(1.0)
+    });
+    std::fs::write(&go, "").unwrap();
+    driver.wait().unwrap();
+    let first = smtp::wait_messages(&server.maildir, 1);
+    let subject = smtp::subject(&first[0]);
+    assert!(subject.contains("RunFinished"), "{subject}");
+    assert!(!first[0].contains("ProcessExited"), "{subject}");
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    assert!(
+        status["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["alert"] != "ProcessExited"),
+        "{status}"
+    );
+    assert_eq!(smtp::messages(&server.maildir).len(), 1);
+}

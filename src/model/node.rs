@@ -62,6 +62,9 @@ pub struct ServerState {
     pub running_requests: Option<f64>,
     pub queued_requests: Option<f64>,
     pub generation_tokens_per_second: Option<f64>,
+    /// KV cache in use, 0-1.
+    #[serde(default)]
+    pub kv_cache_usage: Option<f64>,
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,

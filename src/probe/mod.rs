@@ -19,10 +19,28 @@ use std::time::{Duration, Instant};
 const METRICS_LIMIT: usize = 16 * 1024 * 1024;
 const HEALTH_LIMIT: usize = 64 * 1024;
 
-/// Which metric names mean what, for SGLang and vLLM.
-const RUNNING: [&str; 2] = ["sglang:num_running_reqs", "vllm:num_requests_running"];
-const QUEUED: [&str; 2] = ["sglang:num_queue_reqs", "vllm:num_requests_waiting"];
+/// Which metric names mean what, for SGLang and vLLM, in every release still in use: SGLang
+/// 0.3 named its gauges `num_requests_running`, `num_requests_waiting` and `queue_req` (with a
+/// `name` label); vLLM renamed `gpu_cache_usage_perc` to `kv_cache_usage_perc`. The first
+/// name an exposition has is read.
+const RUNNING: [&str; 3] = [
+    "sglang:num_running_reqs",
+    "vllm:num_requests_running",
+    "sglang:num_requests_running",
+];
+const QUEUED: [&str; 4] = [
+    "sglang:num_queue_reqs",
+    "vllm:num_requests_waiting",
+    "sglang:num_requests_waiting",
+    "sglang:queue_req",
+];
 const THROUGHPUT: [&str; 1] = ["sglang:gen_throughput"];
+/// 0-1 in every release (vLLM's `_perc` is a ratio despite its name).
+const KV_USAGE: [&str; 3] = [
+    "sglang:token_usage",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+];
 const GENERATED_TOTAL: [&str; 2] = [
     "vllm:generation_tokens_total",
     "sglang:generation_tokens_total",
@@ -176,9 +194,10 @@ impl Probes {
     }
 
     fn read_server_metrics(&mut self, text: &str, state: &mut ServerState) {
-        let first = |names: &[&str]| names.iter().find_map(|n| exposition::sum(text, n));
+        let first = |names: &[&str]| exposition::first_of(text, names);
         state.running_requests = first(&RUNNING);
         state.queued_requests = first(&QUEUED);
+        state.kv_cache_usage = first(&KV_USAGE).filter(|u| (0.0..=1.0).contains(u));
         state.generation_tokens_per_second = first(&THROUGHPUT).or_else(|| {
             let total = first(&GENERATED_TOTAL)?;
             let now = clock::now();
