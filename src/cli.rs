@@ -43,6 +43,13 @@ pub struct RunArgs {
     /// A progress log to follow (repeatable). It may not exist yet.
     #[arg(long = "log", value_name = "PATH")]
     pub logs: Vec<PathBuf>,
+    /// The inference server's own log, SGLang or vLLM (repeatable): its decode and stats
+    /// lines give running and queued requests, tok/s and KV-cache usage.
+    #[arg(long = "server-log", value_name = "PATH")]
+    pub server_logs: Vec<PathBuf>,
+    /// Format of the server logs: auto (the default), sglang or vllm.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub server_log_format: Option<Format>,
     /// Output files to count and inspect, one JSON record per line (repeatable), e.g.
     /// '/data/run/prepared/*/raw_responses.jsonl'. The partition is each file's folder name.
     #[arg(long = "outputs", value_name = "GLOB")]

@@ -68,6 +68,9 @@ impl LogSource {
         if !logs.is_empty() {
             let mut run = source.run.lock().unwrap_or_else(|e| e.into_inner());
             run.expect_collector("log");
+            for (stats, log) in run.logs.iter_mut().zip(logs) {
+                stats.server = log.server;
+            }
         }
         source
     }
@@ -79,10 +82,10 @@ impl LogSource {
                 continue;
             };
             log.follower.set_stats(saved.stats);
-            if let (Parser::Auto(detect), Some(format)) =
-                (&mut log.parser, saved_format(&self.run, path))
-            {
-                detect.assume(format);
+            match (&mut log.parser, saved_format(&self.run, path)) {
+                (Parser::Auto(detect), Some(format)) => detect.assume(format),
+                (Parser::Server(server), Some(format)) => server.assume(format),
+                _ => {}
             }
             // Resumed lines were read by the sidecar before; they are not a catch-up backlog.
             log.has_read = true;
@@ -282,6 +285,11 @@ impl FollowedLog {
             Parser::Auto(detect) => {
                 if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
                     tracing::info!("log {path}: format {format}, detected from the line {reason:?}")
+                }
+            }
+            Parser::Server(server) => {
+                if let Some(format) = server.format() {
+                    tracing::info!("server log {path}: format {format}");
                 }
             }
             parser => {

@@ -342,7 +342,6 @@ fn label_values(prometheus: &Prometheus, expr: &str, label: &str) -> BTreeSet<St
 /// A static HTTP server in `dir` answering `/health` and `/metrics` (an SGLang exposition):
 /// the inference server the sidecars probe.
 fn fake_inference_server(dir: &Path) -> (Killed, u16) {
-    let python = require_tool("python3", "python3");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("health"), "ok\n").unwrap();
     std::fs::write(
@@ -352,24 +351,12 @@ fn fake_inference_server(dir: &Path) -> (Killed, u16) {
          # TYPE sglang:num_queue_reqs gauge\n\
          sglang:num_queue_reqs{model_name=\"kimi\"} 2\n\
          # TYPE sglang:gen_throughput gauge\n\
-         sglang:gen_throughput{model_name=\"kimi\"} 1234.5\n",
+         sglang:gen_throughput{model_name=\"kimi\"} 1234.5\n\
+         # TYPE sglang:token_usage gauge\n\
+         sglang:token_usage{model_name=\"kimi\"} 0.42\n",
     )
     .unwrap();
-    let port = free_port();
-    let child = Command::new(python)
-        .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
-        .arg(dir)
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start python3 -m http.server");
-    let server = Killed(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_for("the fake inference server to answer", || {
-        matches!(try_http(addr, "GET", "/health", ""), Some((200, _)))
-    });
-    (server, port)
+    static_http_server(dir)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -441,6 +428,17 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
         demos.push(Demo::start(&demo_dir, "4", "10m"));
         let log = format!("{}/logs/inference_all.log", demo_dir.display());
         let outputs = format!("{}/prepared/*/raw_responses.jsonl", demo_dir.display());
+        // The inference server's own log, for the server-log panels.
+        let server_log = dir.path().join(format!("{name}-sglang.log"));
+        std::fs::copy(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/testdata/server/sglang-current.log"
+            ),
+            &server_log,
+        )
+        .unwrap();
+        let server_log = path_str(&server_log).to_owned();
         // The demo process is the driver: its command line names its folder, and the
         // follower never matches itself.
         sidecars.push(Sidecar::run(&[
@@ -458,6 +456,8 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
             health.as_str(),
             "--server-metrics-url",
             server_metrics.as_str(),
+            "--server-log",
+            server_log.as_str(),
             "--probe-interval",
             "200ms",
             "--alert-interval",

@@ -193,10 +193,12 @@ fn node_lines(status: &Status) -> Vec<String> {
                 None => "health not probed",
             };
             let mut line = format!(
-                "Inference server: {health}; running {}, queued {}, {} tok/s",
+                "Inference server: {health}; running {}, queued {}, {} tok/s, KV cache {}, last report {}",
                 opt(s.running_requests.map(|v| format!("{v:.0}"))),
                 opt(s.queued_requests.map(|v| format!("{v:.0}"))),
-                opt(s.generation_tokens_per_second.map(|v| format!("{v:.0}")))
+                opt(s.generation_tokens_per_second.map(|v| format!("{v:.0}"))),
+                opt(s.kv_cache_usage.map(|v| format!("{:.0}%", v * 100.0))),
+                opt(s.last_report.map(|at| format!("{} ago", human(status.generated_at - at))))
             );
             if let Some(e) = &s.error {
                 line += &format!(" ({e})");
@@ -252,6 +254,16 @@ fn text(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
     let _ = writeln!(s, "\nLast {} log lines", status.log_tail.len());
     for line in &status.log_tail {
         let _ = writeln!(s, "  {line}");
+    }
+    if !status.server_log_tail.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nLast {} lines of the inference server's log",
+            status.server_log_tail.len()
+        );
+        for line in &status.server_log_tail {
+            let _ = writeln!(s, "  {line}");
+        }
     }
     s.push('\n');
     if let Some(url) = &ctx.dashboard_url {
@@ -331,6 +343,15 @@ fn html(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
         lines.len(),
         lines.join("\n")
     );
+    if !status.server_log_tail.is_empty() {
+        let lines: Vec<String> = status.server_log_tail.iter().map(|l| esc(l)).collect();
+        let _ = write!(
+            s,
+            "<h3>Last {} lines of the inference server's log</h3><pre style=\"background:#f4f4f4;padding:8px\">{}</pre>",
+            lines.len(),
+            lines.join("\n")
+        );
+    }
     if let Some(url) = &ctx.dashboard_url {
         let _ = write!(s, "<p><a href=\"{0}\">Dashboard</a></p>", esc(url));
     }

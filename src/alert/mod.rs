@@ -20,6 +20,7 @@ use std::fmt;
 pub enum AlertName {
     Stalled,
     LogSilent,
+    ServerHung,
     ProcessExited,
     ServerDown,
     GpusIdle,
@@ -33,9 +34,10 @@ pub enum AlertName {
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 12] = [
+    pub const ALL: [AlertName; 13] = [
         AlertName::Stalled,
         AlertName::LogSilent,
+        AlertName::ServerHung,
         AlertName::ProcessExited,
         AlertName::ServerDown,
         AlertName::GpusIdle,
@@ -52,6 +54,7 @@ impl AlertName {
         match self {
             AlertName::Stalled => "Stalled",
             AlertName::LogSilent => "LogSilent",
+            AlertName::ServerHung => "ServerHung",
             AlertName::ProcessExited => "ProcessExited",
             AlertName::ServerDown => "ServerDown",
             AlertName::GpusIdle => "GpusIdle",
@@ -71,10 +74,18 @@ impl AlertName {
     }
 
     /// Alerts that, while firing, silence others: a dead process or server explains a
-    /// stall and idle GPUs, and one email about the cause is enough.
+    /// stall and idle GPUs, a hung server explains a stall, and one email about the cause is
+    /// enough.
     pub fn inhibits(self, other: AlertName) -> bool {
-        matches!(self, AlertName::ProcessExited | AlertName::ServerDown)
-            && matches!(other, AlertName::Stalled | AlertName::GpusIdle)
+        match self {
+            AlertName::ProcessExited => matches!(other, AlertName::Stalled | AlertName::GpusIdle),
+            AlertName::ServerDown => matches!(
+                other,
+                AlertName::Stalled | AlertName::GpusIdle | AlertName::ServerHung
+            ),
+            AlertName::ServerHung => other == AlertName::Stalled,
+            _ => false,
+        }
     }
 
     pub fn parse(s: &str) -> Option<AlertName> {

@@ -43,6 +43,7 @@ impl Default for Rules {
             (AlertName::Stalled, rule(600.0, 0.0)),
             // Judged against the Stalled threshold: the same silence, with the outputs moving.
             (AlertName::LogSilent, rule(0.0, 0.0)),
+            (AlertName::ServerHung, rule(300.0, 0.0)),
             (AlertName::ProcessExited, rule(0.0, 60.0)),
             (AlertName::ServerDown, rule(0.0, 120.0)),
             (AlertName::GpusIdle, rule(0.05, 600.0)),
@@ -150,7 +151,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
     for v in &views {
         match judge_stall(run, v, stall_after, now) {
             Some(Stall::Stalled { seconds, threshold }) if on(AlertName::Stalled) => {
-                let (cause, why) = stall_cause(run);
+                let (cause, why) = stall_cause(run, now);
                 push(
                     AlertName::Stalled,
                     Some(v.name),
@@ -182,7 +183,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
             .run_stall_seconds(&views, now)
             .filter(|s| *s > stall_after)
         {
-            let (cause, why) = match stall_cause(run) {
+            let (cause, why) = match stall_cause(run, now) {
                 ("process gone", why) => ("driver gone", why),
                 ("server down", why) => ("server down", why),
                 _ => (
@@ -198,6 +199,37 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
                     "The run is unfinished but nothing has shown work for {} (threshold {}). Likely cause: {cause}. {why}",
                     human(seconds),
                     human(stall_after)
+                ),
+            );
+        }
+    }
+    if on(AlertName::ServerHung) {
+        let threshold = rules.get(AlertName::ServerHung).threshold;
+        let figures = run.server_figures();
+        // A log's last report may be stale (SGLang prints nothing once idle): it is believed
+        // while the client waits for results, that is while a partition is active.
+        let believed = run
+            .server
+            .as_ref()
+            .is_some_and(|s| s.running_requests.is_some())
+            || run.any_active();
+        if let Some(stuck) = run
+            .server_stuck_seconds(now)
+            .filter(|s| *s > threshold && believed)
+        {
+            push(
+                AlertName::ServerHung,
+                None,
+                format!(
+                    "{:.0} requests running, no tokens generated for {}",
+                    figures.running.unwrap_or(0.0),
+                    human(stuck)
+                ),
+                format!(
+                    "The inference server holds {:.0} running requests but has generated nothing for {} (threshold {}): it is wedged (a stuck collective, a dead worker). Its health check may still pass.",
+                    figures.running.unwrap_or(0.0),
+                    human(stuck),
+                    human(threshold)
                 ),
             );
         }
@@ -379,8 +411,8 @@ fn judge_stall(run: &Run, v: &PartitionView<'_>, stall_after: f64, now: Seconds)
         .then_some(Stall::LogSilent { seconds: silent })
 }
 
-/// The likely cause of a stall, from what the probes say.
-fn stall_cause(run: &Run) -> (&'static str, String) {
+/// The likely cause of a stall, from what the probes and the server's log say.
+fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
     if run.process.as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
     }
@@ -392,9 +424,19 @@ fn stall_cause(run: &Run) -> (&'static str, String) {
             );
         }
     }
-    if let Some(server) = &run.server {
-        match (server.running_requests, server.queued_requests) {
-            (Some(running), _) if running > 0.0 && server.generation_tokens_per_second == Some(0.0) => {
+    if let Some(event) = run.server_log.crashed() {
+        return (
+            "server crashed",
+            format!(
+                "The inference server's log ends in a {} (see its last lines below).",
+                event.replace('_', " ")
+            ),
+        );
+    }
+    let figures = run.server_figures();
+    if run.server.is_some() || figures.running.is_some() {
+        match (figures.running, figures.queued) {
+            (Some(running), _) if running > 0.0 && run.server_stuck(now) => {
                 return (
                     "server hung",
                     format!("The server holds {running:.0} running requests but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
@@ -403,7 +445,7 @@ fn stall_cause(run: &Run) -> (&'static str, String) {
             (Some(running), _) if running > 0.0 => {
                 return (
                     "server busy, nothing written",
-                    format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", server.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
+                    format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", figures.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
                 )
             }
             (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {

@@ -179,12 +179,15 @@ impl RawConfig {
     }
 }
 
-/// A rule's threshold: a duration for `Stalled` (seconds if a bare number), a number otherwise.
+/// A rule's threshold: a duration for `Stalled` and `ServerHung` (seconds if a bare number), a
+/// number otherwise.
 fn threshold_value(alert: AlertName, t: &Threshold) -> Result<f64, String> {
     match (alert, t) {
-        (AlertName::Stalled, Threshold::Text(text)) => humantime::parse_duration(text)
-            .map(|d| d.as_secs_f64())
-            .map_err(|e| format!("{text:?} is not a duration ({e})")),
+        (AlertName::Stalled | AlertName::ServerHung, Threshold::Text(text)) => {
+            humantime::parse_duration(text)
+                .map(|d| d.as_secs_f64())
+                .map_err(|e| format!("{text:?} is not a duration ({e})"))
+        }
         (_, Threshold::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(*n),
         (_, Threshold::Number(n)) => Err(format!("{n} is not a threshold")),
         (_, Threshold::Text(text)) => Err(format!("{text:?}: this rule's threshold is a number")),

@@ -8,7 +8,7 @@ use crate::alert::engine::AlertConfig;
 use crate::alert::AlertName;
 use crate::cli::RunArgs;
 use crate::outputs::record::Pointers;
-use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, Tqdm};
+use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::http_get::Url;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
@@ -136,6 +136,11 @@ pub struct RawConfig {
     pub rules: BTreeMap<String, RawRule>,
     #[serde(default)]
     pub logs: Vec<RawLog>,
+    /// The inference server's own logs (SGLang or vLLM).
+    #[serde(default)]
+    pub server_logs: Vec<PathBuf>,
+    /// `auto`, `sglang` or `vllm`.
+    pub server_log_format: Option<Format>,
     #[serde(default)]
     pub outputs: Vec<RawOutputs>,
     /// Globs of input files whose line counts are the planned requests per partition.
@@ -204,6 +209,8 @@ pub struct OutputConfig {
 pub struct LogConfig {
     pub path: PathBuf,
     pub parser: Parser,
+    /// An inference server's log (`server_logs`), not a progress log.
+    pub server: bool,
     format: Format,
     regex: Option<String>,
 }
@@ -304,6 +311,12 @@ impl RawConfig {
                 })
                 .collect();
         }
+        if !args.server_logs.is_empty() {
+            self.server_logs = args.server_logs.clone();
+        }
+        if let Some(format) = args.server_log_format {
+            self.server_log_format = Some(format);
+        }
         // --log-format and --log-regex describe the logs given with --log, or, without
         // --log, every log of the file.
         for log in &mut self.logs {
@@ -371,12 +384,36 @@ impl RawConfig {
                 "must be at least 1024",
             ));
         }
-        let logs = self
+        let mut logs = self
             .logs
             .iter()
             .enumerate()
             .map(|(i, log)| log.validate(i))
             .collect::<Result<Vec<_>, _>>()?;
+        let server_format = self.server_log_format.unwrap_or_default();
+        if !matches!(server_format, Format::Auto | Format::Sglang | Format::Vllm) {
+            return Err(ConfigError::invalid(
+                "server_log_format",
+                format!(
+                    "{server_format} is not a server log format; expected auto, sglang or vllm"
+                ),
+            ));
+        }
+        for (i, path) in self.server_logs.iter().enumerate() {
+            if path.as_os_str().is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("server_logs[{i}]"),
+                    "must not be empty",
+                ));
+            }
+            logs.push(LogConfig {
+                path: path.clone(),
+                parser: Parser::Server(ServerLog::new(server_format)),
+                server: true,
+                format: server_format,
+                regex: None,
+            });
+        }
         let outputs = self
             .outputs
             .iter()
@@ -483,6 +520,15 @@ impl RawLog {
                     "is required when format = \"regex\" (or give --log-regex)",
                 ))
             }
+            (Format::Sglang | Format::Vllm, _) => {
+                return Err(ConfigError::invalid(
+                    key("format"),
+                    format!(
+                        "{} is an inference server's log format: give the file as server_logs (--server-log)",
+                        self.format
+                    ),
+                ))
+            }
             (format, Some(_)) => {
                 return Err(ConfigError::invalid(
                     key("regex"),
@@ -493,6 +539,7 @@ impl RawLog {
         Ok(LogConfig {
             path: self.path.clone(),
             parser,
+            server: false,
             format: self.format,
             regex: self.regex.clone(),
         })
@@ -543,11 +590,13 @@ impl LogConfig {
     pub fn new(path: PathBuf, parser: Parser) -> LogConfig {
         let (format, regex) = match &parser {
             Parser::Auto(_) => (Format::Auto, None),
+            Parser::Server(p) => (p.format().unwrap_or_default(), None),
             Parser::RunInference(_) => (Format::RunInference, None),
             Parser::Tqdm(_) => (Format::Tqdm, None),
             Parser::Regex(r) => (Format::Regex, Some(r.pattern().to_owned())),
         };
         LogConfig {
+            server: matches!(parser, Parser::Server(_)),
             path,
             parser,
             format,
@@ -577,9 +626,17 @@ impl Config {
                 pointers: Some(o.pointers.clone()),
             })
             .collect();
+        raw.server_logs = self
+            .logs
+            .iter()
+            .filter(|l| l.server)
+            .map(|l| l.path.clone())
+            .collect();
+        raw.server_log_format = self.logs.iter().find(|l| l.server).map(|l| l.format);
         raw.logs = self
             .logs
             .iter()
+            .filter(|l| !l.server)
             .map(|l| RawLog {
                 path: l.path.clone(),
                 format: l.format,
@@ -608,7 +665,7 @@ impl Config {
             .iter()
             .map(|(alert, rule)| {
                 let threshold = match alert {
-                    AlertName::Stalled => Threshold::Text(
+                    AlertName::Stalled | AlertName::ServerHung => Threshold::Text(
                         humantime::format_duration(Duration::from_secs_f64(rule.threshold))
                             .to_string(),
                     ),

@@ -3,6 +3,7 @@
 use super::{family, gauge, info};
 use crate::gpu::GpuSample;
 use crate::model::Run;
+use crate::parse::ServerEvent;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -153,21 +154,35 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                 if up { 1.0 } else { 0.0 },
             )?;
         }
+    }
+    let server_log = run.logs.iter().any(|l| l.server);
+    if run.server.is_some() || server_log {
+        let figures = run.server_figures();
         let gauges = [
             (
                 "pulse_server_running_requests",
-                "Requests the inference server is running, from its own metrics.",
-                server.running_requests,
+                "Requests the inference server is running, from its metrics, else its log.",
+                figures.running,
             ),
             (
                 "pulse_server_queued_requests",
-                "Requests waiting in the inference server's queue, from its own metrics.",
-                server.queued_requests,
+                "Requests waiting in the inference server's queue, from its metrics, else its log.",
+                figures.queued,
             ),
             (
                 "pulse_server_generation_tokens_per_second",
-                "Tokens the inference server generates per second, from its own metrics.",
-                server.generation_tokens_per_second,
+                "Tokens the inference server generates per second, from its metrics, else its log.",
+                figures.generation_tokens_per_second,
+            ),
+            (
+                "pulse_server_kv_cache_usage_ratio",
+                "KV cache in use on the inference server (0-1), from its metrics, else its log.",
+                figures.kv_cache_usage,
+            ),
+            (
+                "pulse_server_last_report_timestamp_seconds",
+                "When the inference server last reported figures (a log line, else a scrape).",
+                figures.last_report_at,
             ),
         ];
         for (name, help, value) in gauges {
@@ -175,6 +190,20 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                 gauge(enc, name, help, v)?;
             }
         }
+    }
+    if server_log {
+        family(
+            enc,
+            "pulse_server_log_events",
+            "Lines of the inference server's log an engineer looks for, by event.",
+            MetricType::Counter,
+            ServerEvent::ALL.into_iter().map(|e| {
+                (
+                    [("event", e.as_str())],
+                    ConstCounter::new(run.server_log.event_count(e)),
+                )
+            }),
+        )?;
     }
     Ok(())
 }

@@ -49,7 +49,7 @@ impl Run {
         };
         let server_at = first_report_due
             .filter(|due| now <= *due)
-            .and_then(|_| self.server.as_ref()?.generating_at);
+            .and(self.server_generating_at);
         let at = [Some(log_at), outputs_at, server_at]
             .into_iter()
             .flatten()
@@ -82,11 +82,12 @@ impl Run {
                 Some(took.max(0.0) * scale)
             })
             .reduce(f64::max);
-        let per_stream = self.server.as_ref().and_then(|s| {
-            let rate = s.generation_tokens_per_second? / s.running_requests.filter(|r| *r > 0.0)?;
-            let max_tokens = max_tokens?;
-            (rate > 0.0).then(|| max_tokens / rate)
-        });
+        let figures = self.server_figures();
+        let per_stream = (|| {
+            let rate =
+                figures.generation_tokens_per_second? / figures.running.filter(|r| *r > 0.0)?;
+            (rate > 0.0).then_some(max_tokens? / rate)
+        })();
         match learned.into_iter().chain(per_stream).reduce(f64::max) {
             Some(window) => FIRST_REPORT_MARGIN * window,
             None => FIRST_REPORT_DEFAULT,
@@ -119,7 +120,7 @@ impl Run {
             .values()
             .flat_map(|p| [p.last_progress_at, p.started_at]);
         let outputs = views.iter().map(|v| v.last_write);
-        let server = self.server.as_ref().map(|s| s.generating_at);
+        let server = [self.server_generating_at];
         partitions
             .chain(outputs)
             .chain(server)

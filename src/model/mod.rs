@@ -9,6 +9,7 @@ mod node;
 mod outputs;
 mod partition;
 mod recent;
+mod server_log;
 mod window;
 
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
@@ -18,6 +19,7 @@ pub use outputs::{
 };
 pub use partition::Partition;
 pub use recent::RecentLines;
+pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
 pub use window::Window;
 
 use crate::gpu::GpuReading;
@@ -65,6 +67,18 @@ pub struct Run {
     /// The inference server, when a probe for it is configured.
     #[serde(skip)]
     pub server: Option<ServerState>,
+    /// The inference server's own log, when one is followed.
+    #[serde(default)]
+    pub server_log: ServerLogState,
+    /// When the server was last seen generating (running requests, tok/s above zero).
+    #[serde(skip)]
+    pub server_generating_at: Option<Seconds>,
+    /// When the server was last seen generating or with nothing to run: not hung.
+    #[serde(skip)]
+    pub server_working_at: Option<Seconds>,
+    /// When the server was first seen at all.
+    #[serde(skip)]
+    pub server_seen_at: Option<Seconds>,
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,
@@ -88,6 +102,9 @@ pub struct LogStats {
     pub path: String,
     pub lines: u64,
     pub matched: u64,
+    /// An inference server's log: its lines are kept in the server's own tail.
+    #[serde(default)]
+    pub server: bool,
     /// Lines that looked like progress but could not be read exactly.
     #[serde(default)]
     pub unparsed: u64,
@@ -145,7 +162,11 @@ impl Run {
     pub fn ingest(&mut self, log: usize, line: &[u8], event: Option<Event<'_>>, now: Seconds) {
         let stats = &mut self.logs[log];
         stats.lines += 1;
-        self.recent_lines.push(line);
+        if stats.server {
+            self.server_log.tail.push(line);
+        } else {
+            self.recent_lines.push(line);
+        }
         match event {
             Some(Event::Unparsed) => stats.unparsed += 1,
             Some(event) => {
@@ -158,13 +179,14 @@ impl Run {
 
     /// Takes a server probe's result; remembers when the server was last seen generating, which
     /// stands in for a partition's first report while it may still take a while.
-    pub fn set_server(&mut self, mut server: ServerState, now: Seconds) {
-        let previous = self.server.as_ref().and_then(|s| s.generating_at);
-        server.generating_at = if server.generating() {
-            Some(now)
-        } else {
-            previous
-        };
+    pub fn set_server(&mut self, server: ServerState, now: Seconds) {
+        if server.error.is_none() && server.running_requests.is_some() {
+            self.note_server(
+                server.running_requests,
+                server.generation_tokens_per_second,
+                now,
+            );
+        }
         self.server = Some(server);
     }
 
@@ -178,6 +200,7 @@ impl Run {
         match event {
             Event::Model(name) => self.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
+            Event::Server(line) => self.server_line(line, now),
             Event::Partition { name, mode } => {
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);

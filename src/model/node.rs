@@ -68,17 +68,6 @@ pub struct ServerState {
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,
-    /// When it last ran requests with generation throughput above zero.
-    #[serde(default)]
-    pub generating_at: Option<Seconds>,
-}
-
-impl ServerState {
-    /// Running requests and generating tokens for them.
-    pub fn generating(&self) -> bool {
-        self.running_requests.is_some_and(|r| r > 0.0)
-            && self.generation_tokens_per_second.is_some_and(|t| t > 0.0)
-    }
 }
 
 #[cfg(test)]

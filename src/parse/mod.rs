@@ -9,11 +9,13 @@ mod detect;
 mod number;
 mod regex_format;
 mod run_inference;
+mod server_log;
 mod tqdm;
 
 pub use detect::Detect;
 pub use regex_format::{RegexFormat, RegexFormatError};
 pub use run_inference::RunInference;
+pub use server_log::{ServerEvent, ServerLine, ServerLog, ServerReport};
 pub use tqdm::Tqdm;
 
 use std::fmt;
@@ -48,6 +50,8 @@ pub enum Event<'a> {
     /// not know, numbers that contradict each other). It changes no figure and is counted in
     /// `pulse_log_lines_unparsed_total`: a confident wrong number is worse than none.
     Unparsed,
+    /// A line of the inference server's own log.
+    Server(ServerLine),
 }
 
 /// A progress report. `partition` is set only by formats that name it on the line itself
@@ -77,6 +81,9 @@ pub enum Format {
     RunInference,
     Tqdm,
     Regex,
+    /// Inference server logs (`--server-log`).
+    Sglang,
+    Vllm,
 }
 
 impl Format {
@@ -86,6 +93,8 @@ impl Format {
             Format::RunInference => "run_inference",
             Format::Tqdm => "tqdm",
             Format::Regex => "regex",
+            Format::Sglang => "sglang",
+            Format::Vllm => "vllm",
         }
     }
 }
@@ -105,8 +114,10 @@ impl FromStr for Format {
             "run_inference" => Ok(Format::RunInference),
             "tqdm" => Ok(Format::Tqdm),
             "regex" => Ok(Format::Regex),
+            "sglang" => Ok(Format::Sglang),
+            "vllm" => Ok(Format::Vllm),
             other => Err(format!(
-                "unknown log format {other:?}; expected auto, run_inference, tqdm or regex"
+                "unknown log format {other:?}; expected auto, run_inference, tqdm or regex (sglang or vllm for server logs)"
             )),
         }
     }
@@ -119,6 +130,8 @@ pub enum Parser {
     RunInference(RunInference),
     Tqdm(Tqdm),
     Regex(RegexFormat),
+    /// An inference server's log, SGLang or vLLM.
+    Server(ServerLog),
 }
 
 impl Parser {
@@ -131,6 +144,7 @@ impl Parser {
             Parser::RunInference(p) => p.parse(line),
             Parser::Tqdm(p) => p.parse(line),
             Parser::Regex(p) => p.parse(line),
+            Parser::Server(p) => p.parse(line).map(Event::Server),
         }
     }
 
@@ -142,6 +156,7 @@ impl Parser {
             Parser::RunInference(_) => Some(Format::RunInference),
             Parser::Tqdm(_) => Some(Format::Tqdm),
             Parser::Regex(_) => Some(Format::Regex),
+            Parser::Server(p) => p.format(),
         }
     }
 }
@@ -193,6 +208,8 @@ mod tests {
             Format::RunInference,
             Format::Tqdm,
             Format::Regex,
+            Format::Sglang,
+            Format::Vllm,
         ] {
             assert_eq!(f.as_str().parse::<Format>(), Ok(f));
         }

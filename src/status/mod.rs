@@ -34,6 +34,9 @@ pub struct Status {
     pub collectors: BTreeMap<String, bool>,
     /// The last lines of the logs.
     pub log_tail: Vec<String>,
+    /// The last lines of the inference server's log, when one is followed.
+    #[serde(default)]
+    pub server_log_tail: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +104,11 @@ pub struct ServerStatus {
     pub running_requests: Option<f64>,
     pub queued_requests: Option<f64>,
     pub generation_tokens_per_second: Option<f64>,
+    #[serde(default)]
+    pub kv_cache_usage: Option<f64>,
+    /// When the server last reported figures (its log, else its metrics).
+    #[serde(default)]
+    pub last_report: Option<f64>,
     pub error: Option<String>,
 }
 
@@ -200,12 +208,17 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             up: p.up,
             pid: p.pid,
         }),
-        server: run.server.as_ref().map(|s| ServerStatus {
-            up: s.up,
-            running_requests: s.running_requests,
-            queued_requests: s.queued_requests,
-            generation_tokens_per_second: s.generation_tokens_per_second,
-            error: s.error.clone(),
+        server: (run.server.is_some() || run.logs.iter().any(|l| l.server)).then(|| {
+            let figures = run.server_figures();
+            ServerStatus {
+                up: run.server.as_ref().and_then(|s| s.up),
+                running_requests: figures.running,
+                queued_requests: figures.queued,
+                generation_tokens_per_second: figures.generation_tokens_per_second,
+                kv_cache_usage: figures.kv_cache_usage,
+                last_report: figures.last_report_at,
+                error: run.server.as_ref().and_then(|s| s.error.clone()),
+            }
         }),
         alerts,
         collectors: run
@@ -214,6 +227,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             .map(|(k, v)| ((*k).to_owned(), v.up))
             .collect(),
         log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
+        server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
     }
 }
 

@@ -155,10 +155,14 @@ pub fn render(status: &Status, color: bool) -> String {
             };
             let _ = writeln!(
                 s,
-                "  server:  {health}, {} running, {} queued, {} tok/s{}",
+                "  server:  {health}, {} running, {} queued, {} tok/s, KV {}, last report {}{}",
                 opt(sv.running_requests.map(|v| format!("{v:.0}"))),
                 opt(sv.queued_requests.map(|v| format!("{v:.0}"))),
                 opt(sv.generation_tokens_per_second.map(|v| format!("{v:.0}"))),
+                opt(sv.kv_cache_usage.map(|v| format!("{:.0}%", v * 100.0))),
+                opt(sv
+                    .last_report
+                    .map(|at| format!("{} ago", human(status.generated_at - at)))),
                 sv.error
                     .as_ref()
                     .map(|e| format!(" ({e})"))
@@ -285,6 +289,7 @@ mod tests {
             }],
             collectors: Default::default(),
             log_tail: vec![],
+            server_log_tail: Vec::new(),
         }
     }
 

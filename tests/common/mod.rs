@@ -423,3 +423,25 @@ pub fn python_done(script: &str, args: &[&str]) {
     let status = python(script, args).wait().unwrap();
     assert!(status.success(), "the writer failed: {status}");
 }
+
+/// Serves the files of `dir` over HTTP (Python's `http.server`): an inference server's
+/// `/health` and `/metrics` as a test writes them. Returns it and its port, once it answers.
+pub fn static_http_server(dir: &Path) -> (Killed, u16) {
+    let python = require_tool("python3", "python3");
+    let port = free_port();
+    let child = Command::new(python)
+        .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+        .arg(dir)
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start python3 -m http.server");
+    let server = Killed(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    std::fs::write(dir.join("health"), "ok\n").unwrap();
+    wait_for("the HTTP server to answer", || {
+        matches!(try_http(addr, "GET", "/health", ""), Some((200, _)))
+    });
+    (server, port)
+}
