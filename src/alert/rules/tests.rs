@@ -368,3 +368,53 @@ fn human_durations() {
     assert_eq!(human(7500.0), "2h05m");
     assert_eq!(human(90000.0), "1d01h");
 }
+
+#[test]
+fn a_server_log_ending_in_a_crash_is_the_cause() {
+    let mut run = Run::new(&["log".into(), "sglang.log".into()]);
+    run.logs[1].server = true;
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0, "  100/1000 (0 err) 1.0 req/s avg_comp=300tok"),
+            (T0 + 60.0, "  160/1000 (0 err) 1.0 req/s avg_comp=300tok"),
+        ],
+    );
+    let mut parser = Parser::Server(crate::parse::ServerLog::default());
+    for line in [
+        "[2026-11-02 13:00:00 TP0] Decode batch, #running-req: 150, gen throughput (token/s): 1302.40, #queue-req: 0, ",
+        "[2026-11-02 13:00:10 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ] {
+        run.ingest(1, line.as_bytes(), parser.parse(line.as_bytes()), T0 + 100.0);
+    }
+    let c = eval(&run, T0 + 60.0 + 900.0);
+    assert!(c[0].summary.contains("server crashed"), "{c:?}");
+    assert!(c[0].details.contains("oom"), "{c:?}");
+    assert_eq!(run.server_log.tail.len(), 3);
+    assert_eq!(
+        run.recent_lines.len(),
+        3,
+        "the progress log's tail is its own"
+    );
+    // A report after the crash means the server came back.
+    let line = "[2026-11-02 13:05:00 TP0] Decode batch, #running-req: 10, gen throughput (token/s): 99.0, #queue-req: 0, ";
+    run.ingest(
+        1,
+        line.as_bytes(),
+        parser.parse(line.as_bytes()),
+        T0 + 200.0,
+    );
+    assert!(!eval(&run, T0 + 60.0 + 900.0)[0]
+        .summary
+        .contains("server crashed"));
+}
+
+#[test]
+fn server_down_holds_back_server_hung_and_server_hung_holds_back_stalled() {
+    assert!(AlertName::ServerDown.inhibits(AlertName::ServerHung));
+    assert!(AlertName::ServerHung.inhibits(AlertName::Stalled));
+    assert!(!AlertName::ServerHung.inhibits(AlertName::ServerDown));
+    assert!(!AlertName::ServerHung.inhibits(AlertName::LogSilent));
+}
