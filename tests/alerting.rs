@@ -413,13 +413,7 @@ fn a_driver_idle_between_partitions_is_paged_and_resolved_when_it_moves() {
         "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\nDone: B1\n",
     )
     .unwrap();
-    let then = SystemTime::now() - Duration::from_secs(120);
-    std::fs::File::options()
-        .append(true)
-        .open(&log)
-        .unwrap()
-        .set_modified(then)
-        .unwrap();
+    set_mtime(&log, 120);
     let b2 = dir.path().join("prepared/B2");
     std::fs::create_dir_all(&b2).unwrap();
     std::fs::write(b2.join("prompts.jsonl"), "{}\n".repeat(50)).unwrap();

@@ -7,25 +7,8 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, SystemTime};
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/server");
-
-fn once(cwd: &Path, args: &[&str]) -> Metrics {
-    let out = Command::new(BIN)
-        .current_dir(cwd)
-        .args(["run", "--once", "--gpu", "off"])
-        .args(args)
-        .output()
-        .expect("run pipeline-pulse");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Metrics(String::from_utf8(out.stdout).unwrap())
-}
 
 /// The figures a golden file keeps: the server's and the log's, not the clock's.
 fn golden_lines(m: &Metrics) -> String {
@@ -42,23 +25,9 @@ fn golden_lines(m: &Metrics) -> String {
 #[test]
 fn every_server_log_variant_reads_as_its_golden_exposition() {
     let samples = Path::new(SAMPLES);
-    let mut checked = 0;
-    for entry in std::fs::read_dir(samples).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "log") {
-            continue;
-        }
-        let name = path.file_name().unwrap().to_str().unwrap();
-        let got = golden_lines(&once(samples, &["--server-log", name]));
-        let golden = path.with_extension("golden");
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(&golden, &got).unwrap();
-        }
-        let want = std::fs::read_to_string(&golden)
-            .unwrap_or_else(|e| panic!("{}: {e}; UPDATE_GOLDEN=1 writes it", golden.display()));
-        assert_eq!(got, want, "{name} no longer reads as {}", golden.display());
-        checked += 1;
-    }
+    let checked = check_goldens(samples, |name| {
+        golden_lines(&run_once(samples, &["--server-log", name]))
+    });
     assert!(checked >= 5, "only {checked} samples");
 }
 
@@ -222,13 +191,33 @@ fn silent_driver_log(dir: &Path) -> std::path::PathBuf {
     log
 }
 
-fn set_mtime(path: &Path, seconds_ago: u64) {
-    std::fs::File::options()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .set_modified(SystemTime::now() - Duration::from_secs(seconds_ago))
-        .unwrap();
+/// A sidecar on a driver log and a server log, emailing into `.eml` files, and the first email
+/// it sends.
+fn first_email(dir: &Path, log: &Path, server_log: &Path, extra: &[&str]) -> (Sidecar, String) {
+    let mail = dir.join("mail");
+    let smtp = format!("file://{}", path_str(&mail));
+    let mut args = vec![
+        "--log",
+        path_str(log),
+        "--server-log",
+        path_str(server_log),
+        "--smtp",
+        &smtp,
+        "--email-to",
+        "oncall@example.com",
+        "--stall-after",
+        "1s",
+        "--alert-interval",
+        "100ms",
+    ];
+    args.extend_from_slice(extra);
+    let sidecar = Sidecar::run(&args);
+    let mut found = Vec::new();
+    wait_for("the first email", || {
+        found = emails(&mail);
+        !found.is_empty()
+    });
+    (sidecar, found.swap_remove(0))
 }
 
 fn emails(dir: &Path) -> Vec<String> {
@@ -248,28 +237,7 @@ fn a_driver_that_stops_while_the_server_decodes_is_server_busy_nothing_written()
     let log = silent_driver_log(dir.path());
     let server_log = dir.path().join("sglang.log");
     std::fs::write(&server_log, DECODE.repeat(3)).unwrap();
-    let mail = dir.path().join("mail");
-    let smtp = format!("file://{}", path_str(&mail));
-    let _sidecar = Sidecar::run(&[
-        "--log",
-        path_str(&log),
-        "--server-log",
-        path_str(&server_log),
-        "--smtp",
-        &smtp,
-        "--email-to",
-        "oncall@example.com",
-        "--stall-after",
-        "1s",
-        "--alert-interval",
-        "100ms",
-    ]);
-    let mut found = Vec::new();
-    wait_for("the Stalled email", || {
-        found = emails(&mail);
-        !found.is_empty()
-    });
-    let email = &found[0];
+    let (_sidecar, email) = first_email(dir.path(), &log, &server_log, &[]);
     assert!(email.contains("FIRING Stalled"), "{email}");
     assert!(email.contains("server busy, nothing written"), "{email}");
     assert!(email.contains("lines of the inference server"), "{email}");
@@ -286,30 +254,12 @@ fn a_server_that_stops_decoding_with_requests_running_is_server_hung() {
     set_mtime(&server_log, 600);
     let config = dir.path().join("pulse.toml");
     std::fs::write(&config, "[rules.ServerHung]\nthreshold = \"1s\"\n").unwrap();
-    let mail = dir.path().join("mail");
-    let smtp = format!("file://{}", path_str(&mail));
-    let sidecar = Sidecar::run(&[
-        "--config",
-        path_str(&config),
-        "--log",
-        path_str(&log),
-        "--server-log",
-        path_str(&server_log),
-        "--smtp",
-        &smtp,
-        "--email-to",
-        "oncall@example.com",
-        "--stall-after",
-        "1s",
-        "--alert-interval",
-        "100ms",
-    ]);
-    let mut found = Vec::new();
-    wait_for("the ServerHung email", || {
-        found = emails(&mail);
-        !found.is_empty()
-    });
-    let email = &found[0];
+    let (sidecar, email) = first_email(
+        dir.path(),
+        &log,
+        &server_log,
+        &["--config", path_str(&config)],
+    );
     assert!(email.contains("FIRING ServerHung"), "{email}");
     assert!(
         email.contains("233 requests running, no tokens generated"),

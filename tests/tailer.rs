@@ -416,20 +416,36 @@ fn snapshot_of(state: &std::path::Path) -> Option<serde_json::Value> {
     read_json(&state.join("snapshot.json"))
 }
 
+/// Partition A's header and progress `1..=done` of `total` in `run.log` under `dir`, read by a
+/// sidecar with a state directory whose snapshot already holds them; the writer keeps the log
+/// open.
+fn started_with_state(
+    dir: &std::path::Path,
+    done: u32,
+    total: u32,
+) -> (std::path::PathBuf, std::path::PathBuf, Writer, Sidecar) {
+    let log = dir.join("run.log");
+    let state = dir.join("state");
+    let mut writer = Writer::open(&log);
+    writer.write(&format!(
+        "Processing: A (SHORT)\n{}",
+        progress_lines(1, done, total)
+    ));
+    let sidecar = Sidecar::run(&state_args(&log, &state));
+    let lines = f64::from(done + 1);
+    expect_partitions(&sidecar, &log, lines, &[("A", f64::from(done))]);
+    wait_for("a snapshot of every line", || {
+        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == done + 1)
+    });
+    (log, state, writer, sidecar)
+}
+
 #[test]
 fn sigkill_while_the_rotated_file_is_still_draining() {
     use std::os::unix::fs::MetadataExt;
     let dir = temp_dir();
-    let log = dir.path().join("run.log");
-    let state = dir.path().join("state");
+    let (log, state, mut writer, mut sidecar) = started_with_state(dir.path(), 10, 100);
     let args = state_args(&log, &state);
-    let mut writer = Writer::open(&log);
-    writer.write(&format!(
-        "Processing: A (SHORT)\n{}",
-        progress_lines(1, 10, 100)
-    ));
-    let mut sidecar = Sidecar::run(&args);
-    expect_partitions(&sidecar, &log, 11.0, &[("A", 10.0)]);
     writer.rotate();
     let new_inode = std::fs::metadata(&log).unwrap().ino();
     // The snapshot taken at the switch: it must list the file still being drained as well.
@@ -448,19 +464,8 @@ fn sigkill_while_the_rotated_file_is_still_draining() {
 #[test]
 fn a_restart_while_the_log_is_renamed_away_is_killed_before_its_next_snapshot() {
     let dir = temp_dir();
-    let log = dir.path().join("run.log");
-    let state = dir.path().join("state");
+    let (log, state, mut writer, mut sidecar) = started_with_state(dir.path(), 10, 30);
     let args = state_args(&log, &state);
-    let mut writer = Writer::open(&log);
-    writer.write(&format!(
-        "Processing: A (SHORT)\n{}",
-        progress_lines(1, 10, 30)
-    ));
-    let mut sidecar = Sidecar::run(&args);
-    expect_partitions(&sidecar, &log, 11.0, &[("A", 10.0)]);
-    wait_for("a snapshot of 11 lines", || {
-        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == 11)
-    });
     sidecar.kill9();
     // Renamed away while the sidecar is down; nothing is at the path yet.
     std::fs::rename(&log, log.with_extension("log.1")).unwrap();
@@ -487,19 +492,8 @@ fn a_restart_while_the_log_is_renamed_away_is_killed_before_its_next_snapshot() 
 #[test]
 fn a_crash_loop_during_a_rotation_loses_and_doubles_nothing() {
     let dir = temp_dir();
-    let log = dir.path().join("run.log");
-    let state = dir.path().join("state");
+    let (log, state, mut writer, mut sidecar) = started_with_state(dir.path(), 100, 500);
     let args = state_args(&log, &state);
-    let mut writer = Writer::open(&log);
-    writer.write(&format!(
-        "Processing: A (SHORT)\n{}",
-        progress_lines(1, 100, 500)
-    ));
-    let mut sidecar = Sidecar::run(&args);
-    expect_partitions(&sidecar, &log, 101.0, &[("A", 100.0)]);
-    wait_for("a snapshot of 101 lines", || {
-        snapshot_of(&state).is_some_and(|s| s["run"]["logs"][0]["lines"] == 101)
-    });
     writer.rotate();
     writer.write(&progress_lines(101, 200, 500));
     // Killed within a second of each restart, three times, while the writer moves from the

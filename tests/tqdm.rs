@@ -48,18 +48,9 @@ fn generate(dir: &Path) -> serde_json::Map<String, Value> {
 
 /// `run --once` on one log, from `cwd`, with extra flags.
 fn once(cwd: &Path, log: &str, extra: &[&str]) -> Metrics {
-    let out = Command::new(BIN)
-        .current_dir(cwd)
-        .args(["run", "--once", "--gpu", "off", "--log", log])
-        .args(extra)
-        .output()
-        .expect("run pipeline-pulse");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Metrics(String::from_utf8(out.stdout).unwrap())
+    let mut args = vec!["--log", log];
+    args.extend_from_slice(extra);
+    run_once(cwd, &args)
 }
 
 fn close(got: Option<f64>, want: f64, relative: f64, what: &str) {
@@ -337,23 +328,9 @@ fn golden_lines(m: &Metrics) -> String {
 #[test]
 fn committed_samples_match_their_golden_expositions() {
     let samples = Path::new(SAMPLES);
-    let mut checked = 0;
-    for entry in std::fs::read_dir(samples).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "log") {
-            continue;
-        }
-        let name = path.file_name().unwrap().to_str().unwrap();
-        let got = golden_lines(&once(samples, name, &[]));
-        let golden = path.with_extension("golden");
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(&golden, &got).unwrap();
-        }
-        let want = std::fs::read_to_string(&golden)
-            .unwrap_or_else(|e| panic!("{}: {e}; UPDATE_GOLDEN=1 writes it", golden.display()));
-        assert_eq!(got, want, "{name} no longer reads as {}", golden.display());
-        checked += 1;
-    }
+    let checked = check_goldens(samples, |name| {
+        golden_lines(&run_once(samples, &["--log", name]))
+    });
     assert!(checked >= 14, "only {checked} samples");
 }
 

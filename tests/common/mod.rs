@@ -445,3 +445,54 @@ pub fn static_http_server(dir: &Path) -> (Killed, u16) {
     });
     (server, port)
 }
+
+/// Sets a file's modification time to `seconds_ago`: lines found in a log at start-up are
+/// stamped with it, so a test can show a run that went quiet long ago without waiting.
+pub fn set_mtime(path: &Path, seconds_ago: u64) {
+    std::fs::File::options()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(seconds_ago))
+        .unwrap();
+}
+
+/// Runs `read` on every `.log` sample in `dir` (by file name, from `dir`) and compares what
+/// it returns with the sample's `.golden` file; `UPDATE_GOLDEN=1` rewrites them. Returns how
+/// many samples were checked.
+pub fn check_goldens(dir: &Path, read: impl Fn(&str) -> String) -> usize {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let got = read(name);
+        let golden = path.with_extension("golden");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e}; UPDATE_GOLDEN=1 writes it", golden.display()));
+        assert_eq!(got, want, "{name} no longer reads as {}", golden.display());
+        checked += 1;
+    }
+    checked
+}
+
+/// `run --once --gpu off ARGS` from `cwd`: the exposition after reading every input once.
+pub fn run_once(cwd: &Path, args: &[&str]) -> Metrics {
+    let out = Command::new(BIN)
+        .current_dir(cwd)
+        .args(["run", "--once", "--gpu", "off"])
+        .args(args)
+        .output()
+        .expect("run pipeline-pulse");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Metrics(String::from_utf8(out.stdout).unwrap())
+}
