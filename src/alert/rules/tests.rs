@@ -418,3 +418,35 @@ fn server_down_holds_back_server_hung_and_server_hung_holds_back_stalled() {
     assert!(!AlertName::ServerHung.inhibits(AlertName::ServerDown));
     assert!(!AlertName::ServerHung.inhibits(AlertName::LogSilent));
 }
+
+#[test]
+fn records_written_just_after_the_last_line_are_not_a_silent_log() {
+    let mut run = active_run();
+    let write = |run: &mut Run, at: Seconds| {
+        run.outputs.insert(
+            "/p/B1/raw.jsonl".into(),
+            OutputFile {
+                partition: "B1".into(),
+                stats: OutputStats {
+                    records: 160,
+                    ..OutputStats::default()
+                },
+                last_write: Some(at),
+            },
+        );
+    };
+    // The last records came 20 s after the last progress line, then nothing.
+    write(&mut run, T0 + 80.0);
+    let c = eval(&run, T0 + 60.0 + 610.0);
+    assert!(c.is_empty(), "neither stalled yet nor a silent log: {c:?}");
+    assert_eq!(
+        alerts(&eval(&run, T0 + 80.0 + 610.0)),
+        [(AlertName::Stalled, Some("B1"))]
+    );
+    // Records that go on for half the silence and more are a silent log.
+    write(&mut run, T0 + 60.0 + 400.0);
+    assert_eq!(
+        alerts(&eval(&run, T0 + 60.0 + 610.0)),
+        [(AlertName::LogSilent, Some("B1"))]
+    );
+}
