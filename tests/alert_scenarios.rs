@@ -151,6 +151,14 @@ impl Sim {
         }
     }
 
+    /// A partition announced with `max_tokens=10240`, the server generating for it, and a
+    /// progress line of 50 more completions every minute until `until`.
+    fn partition(&mut self, name: &str, planned: u64, until: u64) {
+        self.header(name, planned, 10240);
+        self.server(true, 150.0, 1300.0);
+        self.steady(name, planned, 50, MIN, until);
+    }
+
     fn header(&mut self, name: &str, planned: u64, max_tokens: u64) {
         self.log(&format!(
             "Processing: {name} (SHORT)\n{name}: {planned} prompts\nRunning {planned} requests (concurrency=150, max_tokens={max_tokens})..."
@@ -268,15 +276,11 @@ fn scenarios() -> Vec<Scenario> {
             play: |s| {
                 s.inputs("B1", 500);
                 s.inputs("B2", 500);
-                s.header("B1", 500, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 500, 50, MIN, 500);
+                s.partition("B1", 500, 500);
                 s.log("Done: B1");
                 s.server(true, 0.0, 0.0);
                 s.wait(5.0 * MIN);
-                s.header("B2", 500, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B2", 500, 50, MIN, 500);
+                s.partition("B2", 500, 500);
                 s.driver_exits();
                 s.wait(10.0 * MIN);
             },
@@ -286,9 +290,7 @@ fn scenarios() -> Vec<Scenario> {
             expected: vec![must(AlertName::Stalled, Some("B1"), 11.0 * MIN)],
             allowed: &[],
             play: |s| {
-                s.header("B1", 2000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 2000, 50, MIN, 600);
+                s.partition("B1", 2000, 600);
                 s.incident_now();
                 s.server(true, 0.0, 0.0);
                 s.wait(30.0 * MIN);
@@ -301,9 +303,7 @@ fn scenarios() -> Vec<Scenario> {
             play: |s| {
                 s.inputs("B1", 200);
                 s.inputs("B2", 500);
-                s.header("B1", 200, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 200, 50, MIN, 200);
+                s.partition("B1", 200, 200);
                 s.log("Done: B1");
                 s.incident_now();
                 s.server(true, 0.0, 0.0);
@@ -315,9 +315,7 @@ fn scenarios() -> Vec<Scenario> {
             expected: vec![must(AlertName::ProcessExited, None, 90.0)],
             allowed: &[],
             play: |s| {
-                s.header("B1", 2000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 2000, 50, MIN, 600);
+                s.partition("B1", 2000, 600);
                 s.incident_now();
                 s.driver_exits();
                 s.server(true, 0.0, 0.0);
@@ -330,9 +328,7 @@ fn scenarios() -> Vec<Scenario> {
             allowed: &[],
             play: |s| {
                 s.inputs("B1", 300);
-                s.header("B1", 300, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 300, 50, MIN, 300);
+                s.partition("B1", 300, 300);
                 s.driver_exits();
                 s.server(true, 0.0, 0.0);
                 s.wait(30.0 * MIN);
@@ -343,9 +339,7 @@ fn scenarios() -> Vec<Scenario> {
             expected: vec![must(AlertName::ServerDown, None, 2.5 * MIN)],
             allowed: &[],
             play: |s| {
-                s.header("B1", 2000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 2000, 50, MIN, 600);
+                s.partition("B1", 2000, 600);
                 s.incident_now();
                 for _ in 0..30 {
                     s.server(false, 0.0, 0.0);
@@ -359,9 +353,7 @@ fn scenarios() -> Vec<Scenario> {
             // The partition's stall is this incident too (ServerHung holds it back while firing).
             allowed: &[AlertName::Stalled],
             play: |s| {
-                s.header("B1", 2000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 2000, 50, MIN, 600);
+                s.partition("B1", 2000, 600);
                 s.incident_now();
                 for _ in 0..30 {
                     s.server(true, 150.0, 0.0);
@@ -374,9 +366,7 @@ fn scenarios() -> Vec<Scenario> {
             expected: vec![must(AlertName::LogOutputMismatch, Some("B1"), 13.0 * MIN)],
             allowed: &[],
             play: |s| {
-                s.header("B1", 4000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 4000, 50, MIN, 600);
+                s.partition("B1", 4000, 600);
                 s.incident_now();
                 for done in (650..=2000).step_by(50) {
                     s.wait(MIN);
@@ -390,9 +380,7 @@ fn scenarios() -> Vec<Scenario> {
             // The log's count lags the files: a true disagreement, about the same incident.
             allowed: &[AlertName::LogOutputMismatch],
             play: |s| {
-                s.header("B1", 4000, 10240);
-                s.server(true, 150.0, 1300.0);
-                s.steady("B1", 4000, 50, MIN, 600);
+                s.partition("B1", 4000, 600);
                 s.incident_now();
                 for _ in 0..30 {
                     s.wait(MIN);

@@ -130,17 +130,7 @@ fn stall_causes_from_the_evidence() {
     assert!(cause(&run).contains("server idle, client waiting"));
 
     // Records still arriving are evidence of work: the log is what is stuck.
-    run.outputs.insert(
-        "/p/B1/raw.jsonl".into(),
-        OutputFile {
-            partition: "B1".into(),
-            stats: OutputStats {
-                records: 160,
-                ..OutputStats::default()
-            },
-            last_write: Some(stalled_at - 10.0),
-        },
-    );
+    b1_records_written(&mut run, stalled_at - 10.0);
     let c = eval(&run, stalled_at);
     assert_eq!(alerts(&c), [(AlertName::LogSilent, Some("B1"))]);
     assert_eq!(
@@ -178,6 +168,21 @@ fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
         ],
     );
     assert!(alerts(&eval(&run, T0 + 400.0)).contains(&(AlertName::ProcessExited, None)));
+}
+
+/// B1's output file, as many records as the log reports, last written `at`.
+fn b1_records_written(run: &mut Run, at: Seconds) {
+    run.outputs.insert(
+        "/p/B1/raw.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats: OutputStats {
+                records: 160,
+                ..OutputStats::default()
+            },
+            last_write: Some(at),
+        },
+    );
 }
 
 fn with_gpus(run: &mut Run, utilizations: &[f64]) {
@@ -422,21 +427,8 @@ fn server_down_holds_back_server_hung_and_server_hung_holds_back_stalled() {
 #[test]
 fn records_written_just_after_the_last_line_are_not_a_silent_log() {
     let mut run = active_run();
-    let write = |run: &mut Run, at: Seconds| {
-        run.outputs.insert(
-            "/p/B1/raw.jsonl".into(),
-            OutputFile {
-                partition: "B1".into(),
-                stats: OutputStats {
-                    records: 160,
-                    ..OutputStats::default()
-                },
-                last_write: Some(at),
-            },
-        );
-    };
     // The last records came 20 s after the last progress line, then nothing.
-    write(&mut run, T0 + 80.0);
+    b1_records_written(&mut run, T0 + 80.0);
     let c = eval(&run, T0 + 60.0 + 610.0);
     assert!(c.is_empty(), "neither stalled yet nor a silent log: {c:?}");
     assert_eq!(
@@ -444,7 +436,7 @@ fn records_written_just_after_the_last_line_are_not_a_silent_log() {
         [(AlertName::Stalled, Some("B1"))]
     );
     // Records that go on for half the silence and more are a silent log.
-    write(&mut run, T0 + 60.0 + 400.0);
+    b1_records_written(&mut run, T0 + 60.0 + 400.0);
     assert_eq!(
         alerts(&eval(&run, T0 + 60.0 + 610.0)),
         [(AlertName::LogSilent, Some("B1"))]
