@@ -86,7 +86,7 @@ impl History {
     pub fn record(&mut self, run: &Run, now: Seconds) {
         let dt = self.last_at.map_or(0.0, |l| (now - l).clamp(0.0, 300.0));
         self.last_at = Some(now);
-        let working = run.partitions.values().any(|p| p.active);
+        let working = run.any_active();
         if let Some(gpus) = &run.gpus {
             self.max_gpus = self.max_gpus.max(gpus.devices.len());
             if working {
@@ -263,7 +263,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
         }
     }
     if let Some(gpus) = &run.gpus {
-        let active = run.partitions.values().any(|p| p.active);
+        let active = run.any_active();
         let threshold = rules.get(AlertName::GpusIdle).threshold;
         let idle = !gpus.devices.is_empty()
             && gpus
@@ -343,7 +343,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
                 );
             }
         }
-        if on(AlertName::PartitionFinished) && finished(v) {
+        if on(AlertName::PartitionFinished) && v.reached_plan() {
             push(
                 AlertName::PartitionFinished,
                 Some(v.name),
@@ -477,14 +477,8 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
     (n >= MIN_SAMPLE).then(|| (errors as f64 / n as f64, n))
 }
 
-fn finished(v: &PartitionView<'_>) -> bool {
-    matches!((v.completed(), v.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
-}
-
 fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
-    Run::complete(views)
-        && !run.partitions.values().any(|p| p.active)
-        && !run.process.as_ref().is_some_and(|p| p.up)
+    Run::complete(views) && !run.any_active() && !run.process.as_ref().is_some_and(|p| p.up)
 }
 
 fn run_wall_time(run: &Run) -> Option<f64> {

@@ -90,8 +90,8 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
         "Seconds without evidence of work (a progress line, an output write, or before the first report the server generating), for active partitions.",
         MetricType::Gauge,
         views.iter().filter_map(|v| {
-            let evidence = run.evidence(v, now)?;
-            Some(([("partition", v.name)], ConstGauge::new((now - evidence.at).max(0.0))))
+            let stall = run.stall_seconds(v, now)?;
+            Some(([("partition", v.name)], ConstGauge::new(stall)))
         }),
     )?;
     let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();

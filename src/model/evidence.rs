@@ -63,6 +63,12 @@ impl Run {
         })
     }
 
+    /// Seconds without evidence of work, for an active partition: what
+    /// `pulse_partition_stall_seconds` and the status view show.
+    pub fn stall_seconds(&self, v: &PartitionView<'_>, now: Seconds) -> Option<f64> {
+        Some((now - self.evidence(v, now)?.at).max(0.0))
+    }
+
     /// How long the first progress line of `v` may take: 1.5× the longest header-to-first-line
     /// time of the earlier partitions (scaled by their `max_tokens` to this one's), or 1.5× the
     /// time one answer of `max_tokens` takes at the server's per-stream rate, whichever is
@@ -106,10 +112,7 @@ impl Run {
 
     /// Whether every partition reached its plan (or the log says it did).
     pub fn complete(views: &[PartitionView<'_>]) -> bool {
-        !views.is_empty()
-            && views.iter().all(
-                |v| matches!((v.completed(), v.planned()), (Some(c), Some(p)) if p > 0 && c >= p),
-            )
+        !views.is_empty() && views.iter().all(PartitionView::reached_plan)
     }
 
     /// The latest evidence of work anywhere in the run: a progress line or header, an output

@@ -159,6 +159,11 @@ impl PartitionView<'_> {
             .or_else(|| self.log.and_then(|p| p.completion_tokens_per_second(now)))
     }
 
+    /// Whether the completed count reached a known, non-zero plan.
+    pub fn reached_plan(&self) -> bool {
+        matches!((self.completed(), self.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
+    }
+
     /// The log's completed count minus the records written, when both are known.
     pub fn log_output_gap(&self) -> Option<i64> {
         let (log, outputs) = (self.log?, self.outputs.as_ref()?);

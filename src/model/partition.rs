@@ -231,13 +231,4 @@ impl Partition {
             }
         }
     }
-
-    /// Seconds since progress (or since the partition began, if it has made none), while active.
-    pub fn stall_seconds(&self, now: Seconds) -> Option<f64> {
-        if !self.active {
-            return None;
-        }
-        let since = self.last_progress_at.or(self.started_at)?;
-        Some((now - since).max(0.0))
-    }
 }

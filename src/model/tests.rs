@@ -76,13 +76,14 @@ fn measured_rate_eta_and_tokens_per_second() {
             ),
         ],
     );
+    let views = run.views();
     let p = &run.partitions["A"];
     assert_eq!(p.measured_rate(T0 + 100.0), Some(2.0));
     assert_eq!(p.eta_seconds(T0 + 100.0), Some(350.0));
     assert_eq!(p.completion_tokens_per_second(T0 + 100.0), Some(400.0));
     // Nothing new for another 100 s: the rate halves instead of freezing.
     assert_eq!(p.measured_rate(T0 + 200.0), Some(1.0));
-    assert_eq!(p.stall_seconds(T0 + 200.0), Some(100.0));
+    assert_eq!(run.stall_seconds(&views[0], T0 + 200.0), Some(100.0));
     assert_eq!(p.last_progress_at, Some(T0 + 100.0));
 }
 
@@ -102,7 +103,7 @@ fn partition_switch_leaves_the_old_one_inactive() {
     let b2 = &run.partitions["B2_code"];
     assert!(!b1.active);
     assert_eq!(b1.completed, 50);
-    assert_eq!(b1.stall_seconds(T0 + 100.0), None);
+    assert_eq!(run.stall_seconds(&run.views()[0], T0 + 100.0), None);
     assert!(b2.active);
     assert_eq!((b2.completed, b2.errors), (10, Some(1)));
     assert_eq!(b2.mode.as_deref(), Some("LONG"));

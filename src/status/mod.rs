@@ -249,7 +249,7 @@ fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> P
         requests_per_second: log.and_then(|p| p.requests_per_second),
         tokens_per_second: v.completion_tokens_per_second(now),
         eta_seconds: log.and_then(|p| p.eta_seconds(now)),
-        stall_seconds: run.evidence(v, now).map(|e| (now - e.at).max(0.0)),
+        stall_seconds: run.stall_seconds(v, now),
         restarts: log.map_or(0, |p| p.restarts),
         stalled,
         outputs: v.outputs.as_ref().map(|o| OutputStatus {
