@@ -36,6 +36,10 @@ struct FollowedLog {
     saved_switches: u64,
     /// Holds a line while its ANSI escapes are removed.
     stripped: Vec<u8>,
+    /// The follower's byte count when the pending frame was last applied: a frame is applied
+    /// once, not at every poll (its logged ETA would be stamped afresh each time and never
+    /// count down).
+    peeked_at: Option<u64>,
 }
 
 impl LogSource {
@@ -56,6 +60,7 @@ impl LogSource {
                     has_read: false,
                     saved_switches: 0,
                     stripped: Vec::new(),
+                    peeked_at: None,
                 })
                 .collect(),
             run,
@@ -264,9 +269,11 @@ impl FollowedLog {
     /// its bracket) is applied to the figures without being counted as a line; when its
     /// terminator arrives it is counted, and applying it again changes nothing.
     fn peek_pending_frame(&mut self, index: usize, run: &mut Run, now: f64) {
-        if self.parser.format() != Some(Format::Tqdm) {
+        let read = self.follower.stats().bytes;
+        if self.parser.format() != Some(Format::Tqdm) || self.peeked_at == Some(read) {
             return;
         }
+        self.peeked_at = Some(read);
         let Some(pending) = self.follower.pending() else {
             return;
         };
