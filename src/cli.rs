@@ -1,7 +1,7 @@
 //! The command line (DESIGN §6). Every `run` flag has a config-file key of the same name
 //! (dashes become underscores); flags win over the file.
 
-use crate::config::GpuMode;
+use crate::config::{GpuMode, RawConfig, RawLog, RawOutputs};
 use crate::parse::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -130,6 +130,109 @@ pub struct RunArgs {
     pub once: bool,
 }
 
+impl RunArgs {
+    /// Lays the flags over the file's keys: a flag given wins. The merge lives here, not in
+    /// `config`, so the configuration knows nothing of the command line.
+    pub fn lay_over(&self, raw: &mut RawConfig) {
+        if let Some(listen) = &self.listen {
+            raw.listen = Some(listen.clone());
+        }
+        if let Some(dir) = &self.state_dir {
+            raw.state_dir = Some(dir.clone());
+        }
+        if let Some(interval) = &self.poll_interval {
+            raw.poll_interval = Some(interval.clone());
+        }
+        if let Some(timeout) = &self.header_read_timeout {
+            raw.header_read_timeout = Some(timeout.clone());
+        }
+        if let Some(interval) = &self.snapshot_interval {
+            raw.snapshot_interval = Some(interval.clone());
+        }
+        if let Some(mode) = self.gpu {
+            raw.gpu = Some(mode);
+        }
+        if let Some(interval) = &self.gpu_interval {
+            raw.gpu_interval = Some(interval.clone());
+        }
+        if self.gpu_processes {
+            raw.gpu_processes = Some(true);
+        }
+        if let Some(text) = &self.process_match {
+            raw.process_match = Some(text.clone());
+        }
+        if let Some(file) = &self.pid_file {
+            raw.pid_file = Some(file.clone());
+        }
+        if let Some(url) = &self.server_health_url {
+            raw.server_health_url = Some(url.clone());
+        }
+        if let Some(url) = &self.server_metrics_url {
+            raw.server_metrics_url = Some(url.clone());
+        }
+        if let Some(interval) = &self.probe_interval {
+            raw.probe_interval = Some(interval.clone());
+        }
+        if let Some(timeout) = &self.probe_timeout {
+            raw.probe_timeout = Some(timeout.clone());
+        }
+        if let Some(smtp) = &self.smtp {
+            raw.smtp = Some(smtp.clone());
+        }
+        if !self.email_to.is_empty() {
+            raw.email_to = self.email_to.clone();
+        }
+        if let Some(from) = &self.email_from {
+            raw.email_from = Some(from.clone());
+        }
+        if let Some(stall) = &self.stall_after {
+            raw.stall_after = Some(stall.clone());
+        }
+        if let Some(interval) = &self.alert_interval {
+            raw.alert_interval = Some(interval.clone());
+        }
+        if !self.outputs.is_empty() {
+            raw.outputs = self
+                .outputs
+                .iter()
+                .map(|glob| RawOutputs {
+                    glob: glob.clone(),
+                    ..RawOutputs::default()
+                })
+                .collect();
+        }
+        if !self.inputs.is_empty() {
+            raw.inputs = self.inputs.clone();
+        }
+        if !self.logs.is_empty() {
+            raw.logs = self
+                .logs
+                .iter()
+                .map(|path| RawLog {
+                    path: path.clone(),
+                    ..RawLog::default()
+                })
+                .collect();
+        }
+        if !self.server_logs.is_empty() {
+            raw.server_logs = self.server_logs.clone();
+        }
+        if let Some(format) = self.server_log_format {
+            raw.server_log_format = Some(format);
+        }
+        // --log-format and --log-regex describe the logs given with --log, or, without
+        // --log, every log of the file.
+        for log in &mut raw.logs {
+            if let Some(format) = self.log_format {
+                log.format = format;
+            }
+            if let Some(re) = &self.log_regex {
+                log.regex = Some(re.clone());
+            }
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// A running sidecar [default: http://127.0.0.1:9721 unless --log or --outputs is given].
@@ -175,4 +278,28 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (try 90s, 10m or 1h30m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::Parser as LogParser;
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let mut raw: RawConfig =
+            toml::from_str("listen = \"127.0.0.1:1\"\n[[logs]]\npath = \"file.log\"").unwrap();
+        RunArgs {
+            listen: Some("127.0.0.1:2".into()),
+            logs: vec!["flag.log".into()],
+            log_format: Some(Format::Tqdm),
+            ..RunArgs::default()
+        }
+        .lay_over(&mut raw);
+        let c = raw.validate().unwrap();
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.logs.len(), 1);
+        assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
+        assert!(matches!(c.logs[0].parser, LogParser::Tqdm(_)));
+    }
 }

@@ -68,7 +68,7 @@ fn load(args: &RunArgs) -> Result<Config, ConfigError> {
         Some(path) => RawConfig::from_file(path)?,
         None => RawConfig::default(),
     };
-    raw.merge_args(args);
+    args.lay_over(&mut raw);
     raw.validate()
 }
 

@@ -6,7 +6,6 @@
 
 use crate::alert::engine::AlertConfig;
 use crate::alert::AlertName;
-use crate::cli::RunArgs;
 use crate::outputs::record::Pointers;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::http_get::Url;
@@ -227,106 +226,6 @@ impl RawConfig {
             key: key_at(&text, e.span()).unwrap_or_else(|| "(file)".to_owned()),
             message: e.message().to_owned(),
         })
-    }
-
-    /// Lays the flags over the file: a flag given wins over its key.
-    pub fn merge_args(&mut self, args: &RunArgs) {
-        if let Some(listen) = &args.listen {
-            self.listen = Some(listen.clone());
-        }
-        if let Some(dir) = &args.state_dir {
-            self.state_dir = Some(dir.clone());
-        }
-        if let Some(interval) = &args.poll_interval {
-            self.poll_interval = Some(interval.clone());
-        }
-        if let Some(timeout) = &args.header_read_timeout {
-            self.header_read_timeout = Some(timeout.clone());
-        }
-        if let Some(interval) = &args.snapshot_interval {
-            self.snapshot_interval = Some(interval.clone());
-        }
-        if let Some(mode) = args.gpu {
-            self.gpu = Some(mode);
-        }
-        if let Some(interval) = &args.gpu_interval {
-            self.gpu_interval = Some(interval.clone());
-        }
-        if args.gpu_processes {
-            self.gpu_processes = Some(true);
-        }
-        if let Some(text) = &args.process_match {
-            self.process_match = Some(text.clone());
-        }
-        if let Some(file) = &args.pid_file {
-            self.pid_file = Some(file.clone());
-        }
-        if let Some(url) = &args.server_health_url {
-            self.server_health_url = Some(url.clone());
-        }
-        if let Some(url) = &args.server_metrics_url {
-            self.server_metrics_url = Some(url.clone());
-        }
-        if let Some(interval) = &args.probe_interval {
-            self.probe_interval = Some(interval.clone());
-        }
-        if let Some(timeout) = &args.probe_timeout {
-            self.probe_timeout = Some(timeout.clone());
-        }
-        if let Some(smtp) = &args.smtp {
-            self.smtp = Some(smtp.clone());
-        }
-        if !args.email_to.is_empty() {
-            self.email_to = args.email_to.clone();
-        }
-        if let Some(from) = &args.email_from {
-            self.email_from = Some(from.clone());
-        }
-        if let Some(stall) = &args.stall_after {
-            self.stall_after = Some(stall.clone());
-        }
-        if let Some(interval) = &args.alert_interval {
-            self.alert_interval = Some(interval.clone());
-        }
-        if !args.outputs.is_empty() {
-            self.outputs = args
-                .outputs
-                .iter()
-                .map(|glob| RawOutputs {
-                    glob: glob.clone(),
-                    ..RawOutputs::default()
-                })
-                .collect();
-        }
-        if !args.inputs.is_empty() {
-            self.inputs = args.inputs.clone();
-        }
-        if !args.logs.is_empty() {
-            self.logs = args
-                .logs
-                .iter()
-                .map(|path| RawLog {
-                    path: path.clone(),
-                    ..RawLog::default()
-                })
-                .collect();
-        }
-        if !args.server_logs.is_empty() {
-            self.server_logs = args.server_logs.clone();
-        }
-        if let Some(format) = args.server_log_format {
-            self.server_log_format = Some(format);
-        }
-        // --log-format and --log-regex describe the logs given with --log, or, without
-        // --log, every log of the file.
-        for log in &mut self.logs {
-            if let Some(format) = args.log_format {
-                log.format = format;
-            }
-            if let Some(re) = &args.log_regex {
-                log.regex = Some(re.clone());
-            }
-        }
     }
 
     pub fn validate(&self) -> Result<Config, ConfigError> {

@@ -85,20 +85,3 @@ fn errors_name_the_key() {
         "logs[0].regex"
     );
 }
-
-#[test]
-fn flags_win_over_the_file() {
-    let mut raw: RawConfig =
-        toml::from_str("listen = \"127.0.0.1:1\"\n[[logs]]\npath = \"file.log\"").unwrap();
-    raw.merge_args(&RunArgs {
-        listen: Some("127.0.0.1:2".into()),
-        logs: vec!["flag.log".into()],
-        log_format: Some(Format::Tqdm),
-        ..RunArgs::default()
-    });
-    let c = raw.validate().unwrap();
-    assert_eq!(c.listen.port(), 2);
-    assert_eq!(c.logs.len(), 1);
-    assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
-    assert!(matches!(c.logs[0].parser, Parser::Tqdm(_)));
-}

@@ -12,44 +12,9 @@ pub use simulated::Simulated;
 
 use crate::clock;
 use crate::model::Run;
-use serde::{Deserialize, Serialize};
+pub use crate::model::{GpuProcess, GpuReading, GpuSample};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-/// One GPU as read at one moment. A query the GPU does not support leaves its field `None`;
-/// it never hides the others.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuSample {
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub pci_bus_id: String,
-    pub utilization: Option<f64>,
-    pub memory_utilization: Option<f64>,
-    pub memory_used_bytes: Option<u64>,
-    pub memory_total_bytes: Option<u64>,
-    pub temperature_celsius: Option<f64>,
-    pub power_watts: Option<f64>,
-    pub power_limit_watts: Option<f64>,
-    pub sm_clock_hertz: Option<f64>,
-    /// Processes using the GPU, when asked for (`gpu_processes = true`).
-    pub processes: Vec<GpuProcess>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuProcess {
-    pub pid: u32,
-    pub name: String,
-    pub used_bytes: u64,
-}
-
-/// Every GPU at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuReading {
-    pub driver_version: Option<String>,
-    pub devices: Vec<GpuSample>,
-    pub at: f64,
-}
 
 /// Where GPU readings come from: NVML, or a simulation.
 pub trait GpuReader: Send + 'static {

@@ -5,6 +5,7 @@
 //! without sleeping.
 
 mod evidence;
+mod gpu;
 mod node;
 mod outputs;
 mod partition;
@@ -13,16 +14,17 @@ mod server_log;
 mod window;
 
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
+pub use gpu::{GpuProcess, GpuReading, GpuSample};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
-    InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals, MISMATCH_MIN_GAP,
+    Facts, InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals,
+    MISMATCH_MIN_GAP,
 };
 pub use partition::Partition;
 pub use recent::RecentLines;
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
 pub use window::Window;
 
-use crate::gpu::GpuReading;
 use crate::parse::Event;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -3,7 +3,6 @@
 
 use super::window::Window;
 use super::{Partition, Run, Seconds};
-use crate::outputs::record::Facts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -13,6 +12,18 @@ pub const MISMATCH_MIN_GAP: f64 = 50.0;
 /// Distinct finish reasons kept per file; the rest are counted as `other`, so a pipeline that
 /// writes free text there cannot explode the label set.
 pub const MAX_REASONS: usize = 16;
+
+/// What one record says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Not a JSON object (not JSON at all, or an array, string, number).
+    pub invalid: bool,
+    pub tokens: Option<u64>,
+    pub finish_reason: Option<String>,
+    pub error: bool,
+    /// Every text field present is empty and there is no error.
+    pub empty: bool,
+}
 
 /// Counts over the records of one file, or summed over a partition's files.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! configuration reads SGLang `/generate` records, OpenAI-style responses and flat records.
 
 use super::lookup::{Found, Lookup};
+pub use crate::model::Facts;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
@@ -45,18 +46,6 @@ impl Default for Pointers {
             error: own(&["/error", "/meta_info/error"]),
         }
     }
-}
-
-/// What one record says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
-    /// Not a JSON object (not JSON at all, or an array, string, number).
-    pub invalid: bool,
-    pub tokens: Option<u64>,
-    pub finish_reason: Option<String>,
-    pub error: bool,
-    /// Every text field present is empty and there is no error.
-    pub empty: bool,
 }
 
 /// The pointers of a [`Pointers`], compiled once into one [`Lookup`] that resolves them all in
