@@ -15,6 +15,16 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How the sidecar's own messages are written to stderr: text, or json (one object per
+    /// event, for log collectors). RUST_LOG sets the level.
+    #[arg(long, global = true, value_enum, default_value_t = LogOutput::Text, env = "PULSE_LOG_OUTPUT")]
+    pub log_output: LogOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogOutput {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

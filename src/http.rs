@@ -88,6 +88,12 @@ pub async fn serve(
 
 fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
+    // The test of the panic policy: a panic in a connection task must end the process, not
+    // leave it serving nothing. Only in debug builds; a release binary has no such path.
+    #[cfg(debug_assertions)]
+    if path == "/-/debug/panic" {
+        panic!("panic requested through /-/debug/panic");
+    }
     let known = matches!(
         path,
         "/" | "/metrics" | "/status" | "/-/healthy" | "/-/ready"

@@ -2,7 +2,7 @@ use anyhow::Context;
 use clap::Parser as _;
 use pipeline_pulse::alert::engine::send_test;
 use pipeline_pulse::cli::StatusArgs;
-use pipeline_pulse::cli::{Cli, Command, DemoArgs, RunArgs};
+use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
 use pipeline_pulse::probe::http_get::{self, Url};
 use pipeline_pulse::status::{self, Status};
@@ -20,13 +20,8 @@ fn main() -> ExitCode {
         Command::Status(_) => "warn",
         _ => "info",
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
-        )
-        .init();
+    init_logging(cli.log_output, default_level);
+    exit_on_panic();
     let result = match cli.command {
         Command::Run(args) => match load(&args) {
             Ok(config) => run(config, args.once),
@@ -56,6 +51,55 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Human lines, coloured only on a terminal (colour codes in a file, journald or `kubectl logs`
+/// are noise), or one JSON object per event for log collectors.
+fn init_logging(output: LogOutput, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match output {
+        LogOutput::Text => builder
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .init(),
+        LogOutput::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+}
+
+/// Exit status after a panic, as Rust's own for a panicking main thread.
+const EXIT_PANIC: i32 = 101;
+
+/// A panic anywhere (a connection task, a source thread) ends the process. Unwinding would
+/// end only that thread or task, and a sidecar with a dead tailer or a server that resets
+/// every connection looks alive to systemd and Kubernetes while it serves nothing. Exiting
+/// lets them restart it, and the state directory resumes where the last snapshot stood.
+fn exit_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map_or_else(|| "an unknown place".to_owned(), |l| l.to_string());
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_owned());
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        tracing::error!(
+            location = %location,
+            thread,
+            "panicked at {location}: {payload}; exiting so that the supervisor restarts the sidecar"
+        );
+        std::process::exit(EXIT_PANIC);
+    }));
 }
 
 fn config_error(e: &ConfigError) -> ExitCode {
@@ -196,8 +240,8 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         )
     })?;
     anyhow::ensure!(
-        args.speed > 0.0 && args.speed.is_finite(),
-        "--speed must be a positive number"
+        (0.01..=1000.0).contains(&args.speed),
+        "--speed must be 0.01 to 1000 (2 runs twice as fast)"
     );
     let dir = args.dir.unwrap_or_else(|| "pulse-demo".into());
     let layout = demo::Layout::new(&dir);

@@ -77,7 +77,12 @@ impl Target {
         };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                (h, p.parse().map_err(|_| format!("{p:?} is not a port"))?)
+                let port = p
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|port| *port != 0)
+                    .ok_or_else(|| format!("{p:?} is not a port: it must be 1 to 65535"))?;
+                (h, port)
             }
             _ => (authority, default_port),
         };

@@ -82,7 +82,10 @@ fn subject(notifications: &[Notification], host: &str) -> String {
 }
 
 fn when(t: Seconds) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))).to_string()
+    // A time from a log line can be anything: clamp it rather than overflow `SystemTime`.
+    let since_epoch = Duration::try_from_secs_f64(t.max(0.0)).unwrap_or_default();
+    let at = UNIX_EPOCH.checked_add(since_epoch).unwrap_or(UNIX_EPOCH);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// The evidence as rows of cells, shared by the text and HTML bodies.

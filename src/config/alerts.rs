@@ -1,7 +1,10 @@
 //! The alerting keys: rules, SMTP and email addresses, validated into the alert engine's
 //! configuration.
 
-use super::{duration, ConfigError, RawConfig};
+use super::{
+    duration, in_span, ConfigError, RawConfig, Span, ALERT_INTERVAL, REPEAT_INTERVAL,
+    RETRY_BACKOFF, RULE_FOR, SILENCE_THRESHOLD, SMTP_TIMEOUT,
+};
 use crate::alert::delivery::Target;
 use crate::alert::email::Context;
 use crate::alert::engine::{AlertConfig, Delivery};
@@ -16,6 +19,7 @@ use std::time::Duration;
 pub struct RawRule {
     pub enabled: Option<bool>,
     /// A number, or for `Stalled` a duration such as "10m".
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub threshold: Option<Threshold>,
     #[serde(rename = "for")]
     pub for_: Option<String>,
@@ -30,14 +34,18 @@ pub enum Threshold {
 
 impl RawConfig {
     pub(super) fn alerts(&self) -> Result<AlertConfig, ConfigError> {
-        let interval = duration("alert_interval", self.alert_interval.as_deref(), "15s")?;
-        if interval < Duration::from_millis(50) {
-            return Err(ConfigError::invalid(
-                "alert_interval",
-                "must be at least 50ms",
-            ));
-        }
-        let repeat = duration("repeat_interval", self.repeat_interval.as_deref(), "1h")?;
+        let interval = duration(
+            "alert_interval",
+            self.alert_interval.as_deref(),
+            "15s",
+            ALERT_INTERVAL,
+        )?;
+        let repeat = duration(
+            "repeat_interval",
+            self.repeat_interval.as_deref(),
+            "1h",
+            REPEAT_INTERVAL,
+        )?;
         let mut rules = Rules::default();
         for (name, raw) in &self.rules {
             let key = |k: &str| format!("rules.{name}.{k}");
@@ -53,16 +61,16 @@ impl RawConfig {
                 rule.enabled = enabled;
             }
             if let Some(threshold) = &raw.threshold {
-                rule.threshold = threshold_value(alert, threshold)
-                    .map_err(|e| ConfigError::invalid(key("threshold"), e))?;
+                rule.threshold = threshold_value(alert, threshold, &key("threshold"))?;
             }
             if let Some(text) = &raw.for_ {
-                rule.for_seconds = duration(&key("for"), Some(text), "0s")?.as_secs_f64();
+                rule.for_seconds = duration(&key("for"), Some(text), "0s", RULE_FOR)?.as_secs_f64();
             }
         }
         if let Some(stall) = &self.stall_after {
             let rule = rules.0.get_mut(&AlertName::Stalled).expect("default");
-            rule.threshold = duration("stall_after", Some(stall), "10m")?.as_secs_f64();
+            rule.threshold =
+                duration("stall_after", Some(stall), "10m", SILENCE_THRESHOLD)?.as_secs_f64();
         }
         let host = self.hostname.clone().unwrap_or_else(hostname);
         let delivery = match &self.smtp {
@@ -173,24 +181,85 @@ impl RawConfig {
             target,
             from,
             to: self.email_to.clone(),
-            timeout: duration("smtp_timeout", self.smtp_timeout.as_deref(), "30s")?,
-            retry_backoff: duration("retry_backoff", self.retry_backoff.as_deref(), "10s")?,
+            timeout: duration(
+                "smtp_timeout",
+                self.smtp_timeout.as_deref(),
+                "30s",
+                SMTP_TIMEOUT,
+            )?,
+            retry_backoff: duration(
+                "retry_backoff",
+                self.retry_backoff.as_deref(),
+                "10s",
+                RETRY_BACKOFF,
+            )?,
         })
     }
 }
 
-/// A rule's threshold: a duration for `Stalled` and `ServerHung` (seconds if a bare number), a
-/// number otherwise.
-fn threshold_value(alert: AlertName, t: &Threshold) -> Result<f64, String> {
-    match (alert, t) {
-        (AlertName::Stalled | AlertName::ServerHung, Threshold::Text(text)) => {
-            humantime::parse_duration(text)
-                .map(|d| d.as_secs_f64())
-                .map_err(|e| format!("{text:?} is not a duration ({e})"))
+/// What a rule's threshold is, and the values it may take.
+pub(super) enum ThresholdKind {
+    /// A silence: a duration (seconds if a bare number).
+    Silence(Span),
+    /// A share of requests, records or GPUs, 0 to 1.
+    Ratio,
+    /// A count of GPUs.
+    Count(f64),
+    /// The rule has no threshold of its own.
+    None(&'static str),
+}
+
+pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
+    match alert {
+        AlertName::Stalled | AlertName::ServerHung => ThresholdKind::Silence(SILENCE_THRESHOLD),
+        AlertName::GpusIdle
+        | AlertName::ErrorRateHigh
+        | AlertName::EmptyResponses
+        | AlertName::ThroughputDrop
+        | AlertName::LogOutputMismatch => ThresholdKind::Ratio,
+        AlertName::GpuMissing => ThresholdKind::Count(1024.0),
+        AlertName::LogSilent => {
+            ThresholdKind::None("LogSilent has no threshold of its own: it uses the Stalled one")
         }
-        (_, Threshold::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(*n),
-        (_, Threshold::Number(n)) => Err(format!("{n} is not a threshold")),
-        (_, Threshold::Text(text)) => Err(format!("{text:?}: this rule's threshold is a number")),
+        AlertName::ProcessExited
+        | AlertName::ServerDown
+        | AlertName::PartitionFinished
+        | AlertName::RunFinished => {
+            ThresholdKind::None("this rule has no threshold; it takes `for` and `enabled`")
+        }
+    }
+}
+
+/// A rule's threshold, checked against what the rule takes.
+fn threshold_value(alert: AlertName, t: &Threshold, key: &str) -> Result<f64, ConfigError> {
+    let bad = |message: String| Err(ConfigError::invalid(key, message));
+    match (threshold_kind(alert), t) {
+        (ThresholdKind::None(why), _) => bad(why.to_owned()),
+        (ThresholdKind::Silence(span), Threshold::Text(text)) => {
+            let d = humantime::parse_duration(text.trim()).map_err(|e| {
+                ConfigError::invalid(key, format!("{text:?} is not a duration ({e})"))
+            })?;
+            Ok(in_span(key, d, text, span)?.as_secs_f64())
+        }
+        (ThresholdKind::Silence(span), Threshold::Number(n)) => {
+            match Duration::try_from_secs_f64(*n) {
+                Ok(d) => Ok(in_span(key, d, &n.to_string(), span)?.as_secs_f64()),
+                Err(_) => bad(format!("{n} seconds is out of range: it must be {span}")),
+            }
+        }
+        (ThresholdKind::Ratio, Threshold::Number(n)) if (0.0..=1.0).contains(n) => Ok(*n),
+        (ThresholdKind::Ratio, Threshold::Number(n)) => {
+            bad(format!("{n} is out of range: it is a ratio, 0 to 1"))
+        }
+        (ThresholdKind::Count(max), Threshold::Number(n))
+            if (0.0..=max).contains(n) && n.fract() == 0.0 =>
+        {
+            Ok(*n)
+        }
+        (ThresholdKind::Count(max), Threshold::Number(n)) => bad(format!(
+            "{n} is out of range: it is a number of GPUs, a whole number 0 to {max} (0: the most seen)"
+        )),
+        (_, Threshold::Text(text)) => bad(format!("{text:?}: this rule's threshold is a number")),
     }
 }
 

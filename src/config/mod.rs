@@ -15,11 +15,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod alerts;
+mod unique;
 
 pub use alerts::{RawRule, Threshold};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use unique::normalize;
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
 pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
@@ -224,7 +226,7 @@ impl RawConfig {
         toml::from_str(&text).map_err(|e| ConfigError::Syntax {
             path: path.to_owned(),
             key: key_at(&text, e.span()).unwrap_or_else(|| "(file)".to_owned()),
-            message: e.message().to_owned(),
+            message: with_hint(e.message()),
         })
     }
 
@@ -240,49 +242,32 @@ impl RawConfig {
             "poll_interval",
             self.poll_interval.as_deref(),
             DEFAULT_POLL_INTERVAL,
+            POLL_INTERVAL,
         )?;
-        if poll_interval < Duration::from_millis(10) {
-            return Err(ConfigError::invalid(
-                "poll_interval",
-                "must be at least 10ms (polling faster only burns CPU)",
-            ));
-        }
         let header_read_timeout = duration(
             "header_read_timeout",
             self.header_read_timeout.as_deref(),
             DEFAULT_HEADER_READ_TIMEOUT,
+            HEADER_READ_TIMEOUT,
         )?;
-        if header_read_timeout.is_zero() {
-            return Err(ConfigError::invalid(
-                "header_read_timeout",
-                "must be more than 0s",
-            ));
-        }
         let snapshot_interval = duration(
             "snapshot_interval",
             self.snapshot_interval.as_deref(),
             DEFAULT_SNAPSHOT_INTERVAL,
+            SNAPSHOT_INTERVAL,
         )?;
-        if snapshot_interval < Duration::from_millis(100) {
-            return Err(ConfigError::invalid(
-                "snapshot_interval",
-                "must be at least 100ms",
-            ));
-        }
-        let max_line_bytes = self.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
-        if max_line_bytes < 256 {
-            return Err(ConfigError::invalid(
-                "max_line_bytes",
-                "must be at least 256",
-            ));
-        }
-        let max_record_bytes = self.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES);
-        if max_record_bytes < 1024 {
-            return Err(ConfigError::invalid(
-                "max_record_bytes",
-                "must be at least 1024",
-            ));
-        }
+        let max_line_bytes = byte_size(
+            "max_line_bytes",
+            self.max_line_bytes,
+            DEFAULT_MAX_LINE_BYTES,
+            MAX_LINE_BYTES,
+        )?;
+        let max_record_bytes = byte_size(
+            "max_record_bytes",
+            self.max_record_bytes,
+            DEFAULT_MAX_RECORD_BYTES,
+            MAX_RECORD_BYTES,
+        )?;
         let mut logs = self
             .logs
             .iter()
@@ -326,26 +311,21 @@ impl RawConfig {
             "gpu_interval",
             self.gpu_interval.as_deref(),
             DEFAULT_GPU_INTERVAL,
+            GPU_INTERVAL,
         )?;
         let probe_interval = duration(
             "probe_interval",
             self.probe_interval.as_deref(),
             DEFAULT_PROBE_INTERVAL,
+            PROBE_INTERVAL,
         )?;
         let probe_timeout = duration(
             "probe_timeout",
             self.probe_timeout.as_deref(),
             DEFAULT_PROBE_TIMEOUT,
+            PROBE_TIMEOUT,
         )?;
-        for (key, d) in [
-            ("gpu_interval", gpu_interval),
-            ("probe_interval", probe_interval),
-            ("probe_timeout", probe_timeout),
-        ] {
-            if d < Duration::from_millis(100) {
-                return Err(ConfigError::invalid(key, "must be at least 100ms"));
-            }
-        }
+        unique::check(self)?;
         let probes = self.probes(probe_timeout)?;
         let alerts = self.alerts()?;
         Ok(Config {
@@ -563,16 +543,17 @@ impl Config {
             .0
             .iter()
             .map(|(alert, rule)| {
-                let threshold = match alert {
-                    AlertName::Stalled | AlertName::ServerHung => Threshold::Text(
+                let threshold = match alerts::threshold_kind(*alert) {
+                    alerts::ThresholdKind::Silence(_) => Some(Threshold::Text(
                         humantime::format_duration(Duration::from_secs_f64(rule.threshold))
                             .to_string(),
-                    ),
-                    _ => Threshold::Number(rule.threshold),
+                    )),
+                    alerts::ThresholdKind::None(_) => None,
+                    _ => Some(Threshold::Number(rule.threshold)),
                 };
                 let raw_rule = RawRule {
                     enabled: Some(rule.enabled),
-                    threshold: Some(threshold),
+                    threshold,
                     for_: d(Duration::from_secs_f64(rule.for_seconds)),
                 };
                 (alert.to_string(), raw_rule)
@@ -582,14 +563,138 @@ impl Config {
     }
 }
 
-fn duration(key: &str, value: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+/// The range a duration key must fall in. Too short only burns CPU or gives up on every
+/// attempt; too long means the feature never acts, and a duration that large overflows where
+/// it meets a clock (hyper adds `header_read_timeout` to an `Instant` and panics).
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const MINUTE: u64 = 60_000;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+
+pub const POLL_INTERVAL: Span = Span {
+    min: ms(10),
+    max: ms(MINUTE),
+};
+pub const HEADER_READ_TIMEOUT: Span = Span {
+    min: ms(100),
+    max: ms(10 * MINUTE),
+};
+pub const SNAPSHOT_INTERVAL: Span = Span {
+    min: ms(100),
+    max: ms(HOUR),
+};
+pub const GPU_INTERVAL: Span = Span {
+    min: ms(100),
+    max: ms(HOUR),
+};
+pub const PROBE_INTERVAL: Span = Span {
+    min: ms(100),
+    max: ms(HOUR),
+};
+pub const PROBE_TIMEOUT: Span = Span {
+    min: ms(100),
+    max: ms(5 * MINUTE),
+};
+pub const ALERT_INTERVAL: Span = Span {
+    min: ms(50),
+    max: ms(HOUR),
+};
+pub const REPEAT_INTERVAL: Span = Span {
+    min: ms(MINUTE),
+    max: ms(30 * DAY),
+};
+pub const SMTP_TIMEOUT: Span = Span {
+    min: ms(100),
+    max: ms(10 * MINUTE),
+};
+pub const RETRY_BACKOFF: Span = Span {
+    min: ms(100),
+    max: ms(HOUR),
+};
+/// `Stalled` and `ServerHung` thresholds. The floor is low because the demo and the tests run
+/// a compressed clock; a real run would not use less than a minute.
+pub const SILENCE_THRESHOLD: Span = Span {
+    min: ms(100),
+    max: ms(30 * DAY),
+};
+pub const RULE_FOR: Span = Span {
+    min: ms(0),
+    max: ms(30 * DAY),
+};
+
+/// The range of a byte-size key.
+pub const MAX_LINE_BYTES: (usize, usize) = (256, 1 << 30);
+pub const MAX_RECORD_BYTES: (usize, usize) = (1024, 1 << 30);
+
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} to {}",
+            humantime::format_duration(self.min),
+            humantime::format_duration(self.max)
+        )
+    }
+}
+
+fn duration(
+    key: &str,
+    value: Option<&str>,
+    default: &str,
+    span: Span,
+) -> Result<Duration, ConfigError> {
     let value = value.unwrap_or(default);
-    humantime::parse_duration(value).map_err(|e| {
+    let d = humantime::parse_duration(value.trim()).map_err(|e| {
         ConfigError::invalid(
             key,
             format!("{value:?} is not a duration ({e}); try 250ms, 90s or 1h30m"),
         )
-    })
+    })?;
+    in_span(key, d, value, span)
+}
+
+fn in_span(key: &str, d: Duration, value: &str, span: Span) -> Result<Duration, ConfigError> {
+    if d < span.min || d > span.max {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value:?} is out of range: it must be {span}"),
+        ));
+    }
+    Ok(d)
+}
+
+fn byte_size(
+    key: &str,
+    value: Option<usize>,
+    default: usize,
+    (min, max): (usize, usize),
+) -> Result<usize, ConfigError> {
+    let n = value.unwrap_or(default);
+    if n < min || n > max {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{n} is out of range: it must be {min} to {max} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
+/// serde's type errors, with what to write instead.
+fn with_hint(message: &str) -> String {
+    if message.contains("expected a string") {
+        format!("{message} (durations, addresses and URLs are quoted strings, as in poll_interval = \"250ms\")")
+    } else {
+        message.to_owned()
+    }
 }
 
 /// The key on the line where a TOML error points, so the message names it even for type

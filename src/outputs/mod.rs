@@ -16,7 +16,7 @@ use crate::state::StateDir;
 use crate::tail::{Follower, Position, TailStats, Tailed};
 use record::Inspector;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,9 +39,11 @@ pub struct OutputSource {
     last_glob: Option<Instant>,
     /// Saved positions not yet matched to a file the globs found.
     saved: BTreeMap<String, SavedFile>,
+    /// Files a second glob matched, already said once.
+    overlaps: BTreeSet<(PathBuf, Kind)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Kind {
     /// An output file; the index of its `[[outputs]]` entry.
     Output(usize),
@@ -96,6 +98,7 @@ impl OutputSource {
             state,
             last_glob: None,
             saved,
+            overlaps: BTreeSet::new(),
         }
     }
 
@@ -138,7 +141,19 @@ impl OutputSource {
             found.extend(expand(glob).into_iter().map(|p| (p, Kind::Input)));
         }
         for (path, kind) in found {
-            if self.files.contains_key(&path) {
+            let first = match self.files.get(&path) {
+                Some(f) if f.kind == kind => continue,
+                Some(f) => Some(f.kind.key()),
+                None => self.same_file_as(&path),
+            };
+            if let Some(first) = first {
+                if self.overlaps.insert((path.clone(), kind)) {
+                    tracing::info!(
+                        "{} is also matched by {}; it is followed once, as {first}",
+                        path.display(),
+                        kind.key()
+                    );
+                }
                 continue;
             }
             let partition = match kind {
@@ -172,6 +187,15 @@ impl OutputSource {
                 },
             );
         }
+    }
+
+    /// The entry that follows this file already under another spelling or through a symlink.
+    fn same_file_as(&self, path: &Path) -> Option<String> {
+        let id = identity(path)?;
+        self.files
+            .iter()
+            .find(|(p, _)| identity(p) == Some(id))
+            .map(|(p, f)| format!("{} ({})", f.kind.key(), p.display()))
     }
 
     /// Saves positions and counts to the state directory, if there is one.
@@ -212,6 +236,13 @@ impl crate::source::Source for OutputSource {
 }
 
 impl Kind {
+    fn key(self) -> String {
+        match self {
+            Kind::Output(i) => format!("outputs[{i}]"),
+            Kind::Input => "inputs".to_owned(),
+        }
+    }
+
     fn noun(self) -> &'static str {
         match self {
             Kind::Output(_) => "output file",
@@ -293,6 +324,11 @@ impl Followed {
 }
 
 /// The files a glob matches now; unreadable directories are skipped.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 fn expand(glob: &str) -> Vec<PathBuf> {
     match glob::glob(glob) {
         Ok(paths) => paths

@@ -50,9 +50,20 @@ impl Url {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
+        // `Uri` parses any digits as the port and then forgets one over 65535, which would
+        // quietly probe port 80 instead: read the port from the authority itself.
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        let port = match authority.rsplit_once(':') {
+            Some((_, p)) if !p.ends_with(']') && !p.is_empty() => p
+                .parse::<u16>()
+                .ok()
+                .filter(|port| *port != 0)
+                .ok_or_else(|| format!("{text:?}: {p:?} is not a port: it must be 1 to 65535"))?,
+            _ => 80,
+        };
         Ok(Url {
             host,
-            port: uri.port_u16().unwrap_or(80),
+            port,
             path: uri
                 .path_and_query()
                 .map(|p| p.as_str().to_owned())
