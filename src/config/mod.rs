@@ -5,7 +5,6 @@
 //! the merge means an error names the key whichever way the value came in.
 
 use crate::alert::engine::AlertConfig;
-use crate::alert::AlertName;
 use crate::outputs::record::Pointers;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::http_get::Url;
