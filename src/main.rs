@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pipeline-pulse: {e:#}");
+            say_error(format_args!("{e:#}"));
             ExitCode::FAILURE
         }
     }
@@ -65,11 +65,14 @@ fn init_logging(output: LogOutput, default_level: &str) {
         LogOutput::Text => builder
             .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
             .init(),
-        LogOutput::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .init(),
+        LogOutput::Json => {
+            JSON_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .init()
+        }
     }
 }
 
@@ -102,8 +105,20 @@ fn exit_on_panic() {
     }));
 }
 
+/// Whether the sidecar's messages are JSON: then its last words are an event too.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The one message before a non-zero exit.
+fn say_error(message: std::fmt::Arguments<'_>) {
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!("{message}");
+    } else {
+        eprintln!("pipeline-pulse: {message}");
+    }
+}
+
 fn config_error(e: &ConfigError) -> ExitCode {
-    eprintln!("pipeline-pulse: {e}");
+    say_error(format_args!("{e}"));
     ExitCode::from(EXIT_CONFIG)
 }
 

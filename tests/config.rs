@@ -163,7 +163,11 @@ fn bad_configs(dir: &std::path::Path) -> Vec<Bad> {
             cases.push(case);
         }
     }
-    cases.push(bad("poll_interval = 5\n", "poll_interval", "quoted strings"));
+    cases.push(bad(
+        "poll_interval = 5\n",
+        "poll_interval",
+        "quoted strings",
+    ));
     cases.push(bad("probe_timeout = \"-1s\"\n", "probe_timeout", "-1s"));
     for rule in [
         "Stalled",

@@ -891,3 +891,36 @@ fn the_kubernetes_manifests_validate_strictly() {
     assert!(has(&job, "shareProcessNamespace: true"));
     assert!(has(&job, "- name: NVIDIA_VISIBLE_DEVICES"));
 }
+
+/// A panic exits 101 so that the supervisor restarts the sidecar: both deploy files must
+/// restart it on that status (and only a config error, exit 2, must stop the restarts).
+#[test]
+fn the_supervisors_restart_a_sidecar_that_exited_with_a_failure() {
+    let unit = std::fs::read_to_string("deploy/systemd/pipeline-pulse.service").unwrap();
+    let setting = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {key} in the unit"))
+            .to_owned()
+    };
+    assert!(
+        ["on-failure", "always", "on-abnormal"].contains(&setting("Restart=").as_str()),
+        "Restart= must restart after exit 101"
+    );
+    let prevent = setting("RestartPreventExitStatus=");
+    assert!(
+        !prevent.split_whitespace().any(|s| s == "101"),
+        "a panic's exit 101 must be restarted: {prevent}"
+    );
+    let job = std::fs::read_to_string("deploy/kubernetes/job.yaml").unwrap();
+    let sidecar = job
+        .split("initContainers:")
+        .nth(1)
+        .expect("the sidecar is an init container");
+    let sidecar = sidecar.split("containers:").next().unwrap();
+    assert!(
+        sidecar.contains("restartPolicy: Always"),
+        "the native sidecar restarts whenever it exits:\n{sidecar}"
+    );
+}

@@ -4,7 +4,7 @@ mod common;
 
 use common::prometheus::Prometheus;
 use common::*;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// A log with every line kind, several partitions, a restart and noise.
@@ -83,28 +83,9 @@ fn promtool_finds_nothing_to_say_about_our_exposition() {
             "{family} missing from:\n{exposition}"
         );
     }
-    let mut check = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let result = check.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&result.stdout),
-        String::from_utf8_lossy(&result.stderr)
-    );
+    let (ok, said) = promtool_check_metrics(&promtool, &exposition);
     assert!(
-        result.status.success() && said.trim().is_empty(),
+        ok && said.trim().is_empty(),
         "promtool said:\n{said}\nabout:\n{exposition}"
     );
 }

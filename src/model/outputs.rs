@@ -85,7 +85,7 @@ impl OutputStats {
         self.invalid += u64::from(facts.invalid);
         self.empty += u64::from(facts.empty);
         self.errors += u64::from(facts.error);
-        self.tokens += facts.tokens.unwrap_or(0);
+        self.tokens = self.tokens.saturating_add(facts.tokens.unwrap_or(0));
         self.recent.push(facts.error, facts.empty);
         if let Some(reason) = &facts.finish_reason {
             let known = self.finish_reasons.contains_key(reason);
@@ -109,7 +109,7 @@ impl OutputStats {
         self.invalid += other.invalid;
         self.empty += other.empty;
         self.errors += other.errors;
-        self.tokens += other.tokens;
+        self.tokens = self.tokens.saturating_add(other.tokens);
         self.oversized += other.oversized;
         for (reason, n) in &other.finish_reasons {
             *self.finish_reasons.entry(reason.clone()).or_default() += n;
@@ -241,7 +241,8 @@ impl Run {
     pub fn note_output_tokens(&mut self, now: Seconds) {
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
         for file in self.outputs.values() {
-            *totals.entry(file.partition.clone()).or_default() += file.stats.tokens;
+            let total = totals.entry(file.partition.clone()).or_default();
+            *total = total.saturating_add(file.stats.tokens);
         }
         self.output_tokens.retain(|p, _| totals.contains_key(p));
         for (partition, tokens) in totals {

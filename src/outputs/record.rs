@@ -130,9 +130,13 @@ fn is_set(v: &Found) -> bool {
 }
 
 /// Token counts as integers, floats (`217.0`) or strings (`"217"`); negatives are nonsense.
+/// More completion tokens than any model writes in one response: a record that claims more
+/// is corrupt, and its count would swamp (and once overflowed) the run's total.
+pub const MAX_RECORD_TOKENS: u64 = 1_000_000_000;
+
 fn tokens(v: &Found) -> Option<u64> {
     let float = |f: f64| (f >= 0.0 && f.is_finite()).then(|| f.round() as u64);
-    match v {
+    let n = match v {
         Found::U64(n) => Some(*n),
         Found::F64(f) => float(*f),
         // A number over a kilobyte long is not a token count.
@@ -142,7 +146,8 @@ fn tokens(v: &Found) -> Option<u64> {
             ..
         } => float(text.parse().ok()?),
         _ => None,
-    }
+    };
+    n.filter(|n| *n <= MAX_RECORD_TOKENS)
 }
 
 /// Finish reasons become label values: short, printable, bounded.
@@ -177,6 +182,15 @@ mod tests {
         assert_eq!(f.tokens, Some(217));
         assert_eq!(f.finish_reason.as_deref(), Some("stop"));
         assert!(!f.empty && !f.error && !f.invalid);
+    }
+
+    #[test]
+    fn an_impossible_token_count_is_no_count() {
+        // Found by the fuzzer: two of these overflowed the file's token total.
+        let f = facts(r#"{"text":"x","meta_info":{"completion_tokens":18446744073709551615}}"#);
+        assert_eq!(f.tokens, None);
+        let f = facts(r#"{"text":"x","meta_info":{"completion_tokens":1000000000}}"#);
+        assert_eq!(f.tokens, Some(MAX_RECORD_TOKENS));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! They run as one task on the async runtime, every `probe_interval`, each request bounded by
 //! `probe_timeout`; a scrape only ever reads what the last round stored in the model.
 
-mod exposition;
+pub mod exposition;
 pub mod http_get;
 pub mod process;
 

@@ -398,6 +398,30 @@ pub fn require_tool(name: &str, package: &str) -> PathBuf {
     })
 }
 
+/// `promtool check metrics` on an exposition: whether it passed, and what it said.
+pub fn promtool_check_metrics(promtool: &Path, exposition: &str) -> (bool, String) {
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let result = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    (result.status.success(), said)
+}
+
 /// A port nothing listens on right now (bind to 0, read it, release it).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
