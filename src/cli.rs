@@ -38,6 +38,12 @@ pub enum Command {
     Status(Box<StatusArgs>),
     /// Send a test email through the configured transport and print the outcome.
     TestEmail(Box<RunArgs>),
+    /// Look at a run folder and print the config that --run-dir would run with (the logs,
+    /// outputs, inputs, driver and server it finds), to review, edit and pin with --config.
+    Discover {
+        /// The run's folder.
+        dir: PathBuf,
+    },
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -50,6 +56,10 @@ pub struct RunArgs {
     /// TOML config file; flags given here override its keys.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The run's folder: find its progress logs, outputs, inputs, driver process and
+    /// inference server by themselves (flags and config keys given win).
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
     /// A progress log to follow (repeatable). It may not exist yet.
     #[arg(long = "log", value_name = "PATH")]
     pub logs: Vec<PathBuf>,
@@ -144,6 +154,9 @@ impl RunArgs {
     /// Lays the flags over the file's keys: a flag given wins. The merge lives here, not in
     /// `config`, so the configuration knows nothing of the command line.
     pub fn lay_over(&self, raw: &mut RawConfig) {
+        if let Some(dir) = &self.run_dir {
+            raw.run_dir = Some(dir.clone());
+        }
         if let Some(listen) = &self.listen {
             raw.listen = Some(listen.clone());
         }
@@ -245,8 +258,9 @@ impl RunArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// A running sidecar [default: http://127.0.0.1:9721 unless --log or --outputs is given].
-    #[arg(long, value_name = "URL", conflicts_with_all = ["logs", "outputs"])]
+    /// A running sidecar [default: http://127.0.0.1:9721 unless --log, --outputs or --run-dir
+    /// is given].
+    #[arg(long, value_name = "URL", conflicts_with_all = ["logs", "outputs", "run_dir"])]
     pub url: Option<String>,
     /// Print the /status JSON instead of the view.
     #[arg(long)]

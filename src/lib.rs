@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod discover;
 pub mod gpu;
 pub mod http;
 pub mod log_source;

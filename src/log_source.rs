@@ -11,7 +11,7 @@ use crate::parse::{ansi, Event, Format, Parser, Tqdm};
 use crate::source::Source;
 use crate::state::{LogPosition, Snapshot, StateDir};
 use crate::tail::{Follower, Tailed};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 /// Bytes read from one log per model lock.
@@ -23,6 +23,9 @@ pub struct LogSource {
     state: Option<StateDir>,
     /// Saving failed last time: say so once, and again when it recovers.
     failing: bool,
+    max_line_bytes: usize,
+    /// Logs that discovery finds while the sidecar runs.
+    additions: Option<mpsc::Receiver<LogConfig>>,
 }
 
 struct FollowedLog {
@@ -53,19 +56,13 @@ impl LogSource {
         let mut source = LogSource {
             logs: logs
                 .iter()
-                .map(|l| FollowedLog {
-                    follower: Follower::new(&l.path, max_line_bytes),
-                    parser: l.parser.clone(),
-                    last_problem: None,
-                    has_read: false,
-                    saved_switches: 0,
-                    stripped: Vec::new(),
-                    peeked_at: None,
-                })
+                .map(|l| FollowedLog::new(l, max_line_bytes))
                 .collect(),
             run,
             state,
             failing: false,
+            max_line_bytes,
+            additions: None,
         };
         if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
@@ -78,6 +75,25 @@ impl LogSource {
             }
         }
         source
+    }
+
+    /// Takes the logs discovery finds later from `additions`, at each poll.
+    pub fn with_additions(mut self, additions: mpsc::Receiver<LogConfig>) -> LogSource {
+        self.additions = Some(additions);
+        self
+    }
+
+    fn take_additions(&mut self) {
+        let Some(additions) = &self.additions else {
+            return;
+        };
+        while let Ok(log) = additions.try_recv() {
+            let kind = if log.server { "server log" } else { "log" };
+            tracing::info!("following the discovered {kind} {}", log.path.display());
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            run.add_log(log.path.display().to_string(), log.server);
+            self.logs.push(FollowedLog::new(&log, self.max_line_bytes));
+        }
     }
 
     fn restore(&mut self, snapshot: Snapshot, paths: &[String]) {
@@ -167,6 +183,7 @@ impl LogSource {
 
     /// Reads every log to its current end once.
     pub fn poll(&mut self) {
+        self.take_additions();
         if self.logs.is_empty() {
             return;
         }
@@ -203,6 +220,18 @@ impl Source for LogSource {
 }
 
 impl FollowedLog {
+    fn new(log: &LogConfig, max_line_bytes: usize) -> FollowedLog {
+        FollowedLog {
+            follower: Follower::new(&log.path, max_line_bytes),
+            parser: log.parser.clone(),
+            last_problem: None,
+            has_read: false,
+            saved_switches: 0,
+            stripped: Vec::new(),
+            peeked_at: None,
+        }
+    }
+
     /// Reads this log to its end in batches; returns whether it is present and readable.
     fn poll(&mut self, index: usize, run: &Mutex<Run>) -> bool {
         let mut now = clock::now();
@@ -235,6 +264,14 @@ impl FollowedLog {
             }
             let stats = self.follower.stats();
             let log = &mut run.logs[index];
+            if log.began_at.is_none() && log.lines > 0 && !log.server {
+                // The birth time, not a line's stamp: a backlog's lines all carry the mtime,
+                // which would make every output file look older than the run.
+                log.began_at = std::fs::metadata(self.follower.path())
+                    .and_then(|m| m.created())
+                    .ok()
+                    .map(clock::unix_seconds);
+            }
             log.rotations = stats.rotations;
             log.truncations = stats.truncations;
             log.oversized = stats.oversized_lines;

@@ -6,7 +6,7 @@ use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
 use pipeline_pulse::probe::http_get::{self, Url};
 use pipeline_pulse::status::{self, Status};
-use pipeline_pulse::{demo, sidecar};
+use pipeline_pulse::{demo, discover, sidecar};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -36,6 +36,19 @@ fn main() -> ExitCode {
                 }
                 Err(e) => return config_error(&e),
             }
+        }
+        Command::Discover { dir } => {
+            if !dir.is_dir() {
+                return config_error(&ConfigError::invalid(
+                    "run_dir",
+                    format!("{} is not a folder", dir.display()),
+                ));
+            }
+            print!(
+                "{}",
+                discover::to_toml(&discover::scan(&pipeline_pulse::config::normalize(&dir)))
+            );
+            Ok(())
         }
         Command::Demo(args) => run_demo(args),
         Command::Status(args) => return status(&args),
@@ -128,7 +141,7 @@ fn load(args: &RunArgs) -> Result<Config, ConfigError> {
         None => RawConfig::default(),
     };
     args.lay_over(&mut raw);
-    raw.validate()
+    discover::configure(raw)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -153,7 +166,10 @@ const EXIT_STATUS_ERROR: u8 = 2;
 
 fn status(args: &StatusArgs) -> ExitCode {
     let files = &args.files;
-    let from_files = !files.logs.is_empty() || !files.outputs.is_empty() || files.config.is_some();
+    let from_files = !files.logs.is_empty()
+        || !files.outputs.is_empty()
+        || files.config.is_some()
+        || files.run_dir.is_some();
     let color =
         !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     loop {

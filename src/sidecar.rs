@@ -3,6 +3,7 @@
 
 use crate::alert::engine::Engine;
 use crate::config::{Config, GpuMode};
+use crate::discover::{Additions, Discovery};
 use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
 use crate::log_source::LogSource;
@@ -32,6 +33,8 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
         None => None,
     };
     let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
+    run.lock().unwrap_or_else(|e| e.into_inner()).discovered =
+        config.discovered.as_ref().map(|(_, found)| found.clone());
     let logs = LogSource::new(
         &config.logs,
         config.max_line_bytes,
@@ -146,11 +149,33 @@ pub async fn serve(
         })?;
     let addr = listener.local_addr()?;
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
+    // With a run folder, discovery hands what it finds later to the sources and the probes.
+    let discovery = Discovery::of(&config);
+    let (logs, outputs, additions, probe_updates) = match &discovery {
+        Some(_) => {
+            let (log_tx, log_rx) = mpsc::channel();
+            let (out_tx, out_rx) = mpsc::channel();
+            let (in_tx, in_rx) = mpsc::channel();
+            let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
+            (
+                logs.with_additions(log_rx),
+                outputs.with_additions(out_rx, in_rx),
+                Some(Additions {
+                    logs: log_tx,
+                    outputs: out_tx,
+                    inputs: in_tx,
+                    probes: probe_tx,
+                }),
+                Some(probe_rx),
+            )
+        }
+        None => (logs, outputs, None, None),
+    };
     let gpus = gpu_reader(&config, &run)?;
     // The inputs not read once yet. `/-/ready` waits for all of them. The alert engine waits
     // for the backlog (logs and outputs) and the probes, so that it never judges half the
     // evidence; not for the GPUs, whose first read may hang with a GPU fallen off the bus.
-    let probing = !config.probes.is_empty();
+    let probing = !config.probes.is_empty() || discovery.is_some();
     let catching_up = Arc::new(AtomicUsize::new(
         2 + usize::from(gpus.is_some()) + usize::from(probing),
     ));
@@ -188,11 +213,18 @@ pub async fn serve(
             .run_every(judging.clone()),
     );
     let probes = probing.then(|| {
-        tokio::spawn(
-            Probes::new(config.probes.clone(), run.clone())
-                .run_every(config.probe_interval, both()),
-        )
+        let mut probes = Probes::new(config.probes.clone(), run.clone());
+        if let Some(updates) = probe_updates {
+            probes = probes.with_updates(updates);
+        }
+        tokio::spawn(probes.run_every(config.probe_interval, both()))
     });
+    let discovering = match (discovery, additions) {
+        (Some(discovery), Some(additions)) => {
+            Some(tokio::spawn(discovery.run_every(run.clone(), additions)))
+        }
+        _ => None,
+    };
     tracing::info!(
         "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
         config.logs.len(),
@@ -204,6 +236,9 @@ pub async fn serve(
     alerts.abort();
     if let Some(probes) = probes {
         probes.abort();
+    }
+    if let Some(discovering) = discovering {
+        discovering.abort();
     }
     for source in running {
         drop(source.stop);

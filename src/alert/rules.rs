@@ -97,7 +97,7 @@ impl History {
             return;
         }
         let tps: f64 = run
-            .views()
+            .current_views()
             .iter()
             .filter_map(|v| v.completion_tokens_per_second(now))
             .sum();
@@ -135,7 +135,8 @@ impl History {
 
 /// Every condition that holds now.
 pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Vec<Condition> {
-    let views = run.views();
+    // Another run's leftover files raise nothing: they are shown apart, not judged.
+    let views = run.current_views();
     let mut out = Vec::new();
     let on = |a: AlertName| rules.get(a).enabled;
     let mut push = |alert: AlertName, partition: Option<&str>, summary: String, details: String| {

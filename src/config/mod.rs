@@ -5,6 +5,7 @@
 //! the merge means an error names the key whichever way the value came in.
 
 use crate::alert::engine::AlertConfig;
+use crate::model::Discovered;
 use crate::outputs::record::Pointers;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::http_get::Url;
@@ -84,7 +85,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             key: key.into(),
             message: message.into(),
@@ -96,6 +97,13 @@ impl ConfigError {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// The run's folder: its logs, outputs, inputs, driver and server are discovered, for every
+    /// key not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_dir: Option<PathBuf>,
+    /// How often discovery looks again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discover_interval: Option<String>,
     pub listen: Option<String>,
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Option<String>,
@@ -114,7 +122,7 @@ pub struct RawConfig {
     pub probe_timeout: Option<String>,
     /// `smtp://host:port?tls=none|starttls|tls` or `file:///dir`.
     pub smtp: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub email_to: Vec<String>,
     pub email_from: Option<String>,
     pub smtp_user: Option<String>,
@@ -132,19 +140,19 @@ pub struct RawConfig {
     pub status_url: Option<String>,
     /// The host name alert emails give; by default the machine's.
     pub hostname: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<String, RawRule>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<RawLog>,
     /// The inference server's own logs (SGLang or vLLM).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_logs: Vec<PathBuf>,
     /// `auto`, `sglang` or `vllm`.
     pub server_log_format: Option<Format>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<RawOutputs>,
     /// Globs of input files whose line counts are the planned requests per partition.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<String>,
 }
 
@@ -193,6 +201,9 @@ pub struct Config {
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
     pub alerts: AlertConfig,
+    pub discover_interval: Duration,
+    /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
+    pub discovered: Option<(RawConfig, Discovered)>,
     /// The file and flags as given, for printing the effective configuration.
     source: RawConfig,
 }
@@ -325,6 +336,12 @@ impl RawConfig {
             PROBE_TIMEOUT,
         )?;
         unique::check(self)?;
+        let discover_interval = duration(
+            "discover_interval",
+            self.discover_interval.as_deref(),
+            "30s",
+            DISCOVER_INTERVAL,
+        )?;
         let probes = self.probes(probe_timeout)?;
         let alerts = self.alerts()?;
         Ok(Config {
@@ -344,6 +361,8 @@ impl RawConfig {
             probes,
             probe_interval,
             alerts,
+            discover_interval,
+            discovered: None,
             source: self.clone(),
         })
     }
@@ -461,6 +480,18 @@ fn check_glob(key: &str, glob: &str) -> Result<(), ConfigError> {
     glob::Pattern::new(glob)
         .map(|_| ())
         .map_err(|e| ConfigError::invalid(key, format!("{glob:?} is not a valid glob: {e}")))
+}
+
+impl OutputConfig {
+    /// Every record of the files `glob` matches, inspected with the default pointers.
+    pub fn new(glob: String) -> OutputConfig {
+        OutputConfig {
+            glob,
+            partition: None,
+            inspect: true,
+            pointers: Pointers::default(),
+        }
+    }
 }
 
 impl LogConfig {
@@ -624,6 +655,10 @@ pub const RETRY_BACKOFF: Span = Span {
 pub const SILENCE_THRESHOLD: Span = Span {
     min: ms(100),
     max: ms(30 * DAY),
+};
+pub const DISCOVER_INTERVAL: Span = Span {
+    min: ms(1000),
+    max: ms(HOUR),
 };
 pub const RULE_FOR: Span = Span {
     min: ms(0),

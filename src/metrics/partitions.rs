@@ -123,6 +123,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
     if views.is_empty() {
         return Ok(());
     }
+    let views = run.current_views();
     if let Some(at) = run.last_evidence_at(&views) {
         super::gauge(
             enc,

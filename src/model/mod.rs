@@ -4,6 +4,7 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
+mod discovered;
 mod evidence;
 mod gpu;
 mod node;
@@ -13,6 +14,7 @@ mod recent;
 mod server_log;
 mod window;
 
+pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{GpuProcess, GpuReading, GpuSample};
 pub use node::{ProcessChange, ProcessState, ServerState};
@@ -87,6 +89,9 @@ pub struct Run {
     /// Notification outcomes by (alert, result).
     #[serde(skip)]
     pub notifications: BTreeMap<(String, String), u64>,
+    /// What discovery found, with `--run-dir`.
+    #[serde(skip)]
+    pub discovered: Option<Discovered>,
 }
 
 /// One alert instance, for `pulse_alert_firing`.
@@ -114,6 +119,10 @@ pub struct LogStats {
     /// has not decided. Kept across restarts so a resumed log needs no second detection.
     #[serde(default)]
     pub format: Option<crate::parse::Format>,
+    /// When the log's first line was written (the file's birth time), for telling this
+    /// run's output files from an earlier run's. `None` where the file system does not say.
+    #[serde(default)]
+    pub began_at: Option<Seconds>,
     pub rotations: u64,
     pub truncations: u64,
     pub oversized: u64,
@@ -293,6 +302,17 @@ impl Run {
     /// Lists a collector as down unless it has already reported. Each source calls it when it
     /// is made, so a scrape before its first read shows `pulse_collector_up 0` rather than no
     /// series at all.
+    /// A log followed from now on (found by discovery); returns its index for `ingest`.
+    pub fn add_log(&mut self, path: String, server: bool) -> usize {
+        self.logs.push(LogStats {
+            path,
+            server,
+            ..LogStats::default()
+        });
+        self.expect_collector("log");
+        self.logs.len() - 1
+    }
+
     pub fn expect_collector(&mut self, name: &'static str) {
         self.collectors.entry(name).or_insert(CollectorState {
             up: false,

@@ -2,12 +2,15 @@
 //! reconciliation of those counts with what the log claims.
 
 use super::window::Window;
-use super::{Partition, Run, Seconds};
+use super::{Partition, Run, Seconds, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A gap between log and outputs up to this many requests is normal (writes lag the log).
 pub const MISMATCH_MIN_GAP: f64 = 50.0;
+
+/// Output files last written this long before the run began are left from an earlier one.
+pub const PREVIOUS_MARGIN: Seconds = 60.0;
 
 /// Distinct finish reasons kept per file; the rest are counted as `other`, so a pipeline that
 /// writes free text there cannot explode the label set.
@@ -142,6 +145,9 @@ pub struct PartitionView<'a> {
     pub outputs: Option<OutputStats>,
     pub last_write: Option<Seconds>,
     pub input_lines: Option<u64>,
+    /// Output files left from an earlier run: see [`Run::views`]. Shown apart, and left out of
+    /// the run's totals and alerts.
+    pub previous: bool,
     output_tokens: Option<&'a Window>,
 }
 
@@ -199,6 +205,16 @@ impl PartitionView<'_> {
 
 impl Run {
     /// Every partition that any source knows, in name order.
+    ///
+    /// A partition whose output files the progress log never announced is *previous*, left by
+    /// an earlier run, when either
+    /// - the inputs do not plan it either, while the run's names and the folders' agree (some
+    ///   partition the log announced or the inputs planned has output files): the trap of
+    ///   counting another run's `raw_responses.jsonl` into this run's total; or
+    /// - its files were last written before the run began (the first line of the progress
+    ///   log, by the log file's birth time), with a minute's margin for clock granularity.
+    ///
+    /// With no log and no inputs, nothing can be told apart and nothing is previous.
     pub fn views(&self) -> Vec<PartitionView<'_>> {
         let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> = BTreeMap::new();
         for file in self.outputs.values() {
@@ -218,6 +234,19 @@ impl Run {
         names.extend(inputs.keys().copied());
         names.sort_unstable();
         names.dedup();
+        let known = |name: &str| {
+            (self.partitions.contains_key(name) && name != DEFAULT_PARTITION)
+                || inputs.contains_key(name)
+        };
+        let names_agree = outputs.keys().any(|name| known(name));
+        let began = self.began_at();
+        let previous = |name: &str, last_write: Option<Seconds>| {
+            let unknown = !known(name) && names_agree;
+            let before_run =
+                matches!((last_write, began), (Some(w), Some(b)) if w < b - PREVIOUS_MARGIN);
+            !self.partitions.contains_key(name)
+                && ((unknown && !inputs.contains_key(name)) || before_run)
+        };
         names
             .into_iter()
             .map(|name| {
@@ -228,6 +257,7 @@ impl Run {
                 PartitionView {
                     name,
                     log: self.partitions.get(name),
+                    previous: stats.is_some() && previous(name, last_write),
                     outputs: stats,
                     last_write,
                     input_lines: inputs.get(name).copied(),
@@ -235,6 +265,22 @@ impl Run {
                 }
             })
             .collect()
+    }
+
+    /// The partitions of this run: [`Run::views`] without the previous ones.
+    pub fn current_views(&self) -> Vec<PartitionView<'_>> {
+        let mut views = self.views();
+        views.retain(|v| !v.previous);
+        views
+    }
+
+    /// When the run began: the earliest first line of its progress logs, where known.
+    pub fn began_at(&self) -> Option<Seconds> {
+        self.logs
+            .iter()
+            .filter(|l| !l.server)
+            .filter_map(|l| l.began_at)
+            .reduce(f64::min)
     }
 
     /// Records the current token totals per partition, for the output tok/s window.
@@ -263,6 +309,7 @@ impl RunTotals {
     /// Whole-run figures from the views a caller already has: completed, planned, and the
     /// ETA from the current rate (the one the logged ETAs imply until we have measured one).
     pub fn of(views: &[PartitionView<'_>], now: Seconds) -> RunTotals {
+        let views: Vec<&PartitionView<'_>> = views.iter().filter(|v| !v.previous).collect();
         let completed = views.iter().filter_map(|v| v.completed()).sum();
         let planned = views.iter().filter_map(|v| v.planned()).sum();
         let rate: f64 = views

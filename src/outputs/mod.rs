@@ -18,7 +18,7 @@ use record::Inspector;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bytes read from one file per model update.
@@ -41,6 +41,8 @@ pub struct OutputSource {
     saved: BTreeMap<String, SavedFile>,
     /// Files a second glob matched, already said once.
     overlaps: BTreeSet<(PathBuf, Kind)>,
+    /// Output and input globs that discovery finds while the sidecar runs.
+    additions: Option<(mpsc::Receiver<OutputConfig>, mpsc::Receiver<String>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -99,6 +101,41 @@ impl OutputSource {
             last_glob: None,
             saved,
             overlaps: BTreeSet::new(),
+            additions: None,
+        }
+    }
+
+    /// Takes the globs discovery finds later, at each poll.
+    pub fn with_additions(
+        mut self,
+        outputs: mpsc::Receiver<OutputConfig>,
+        inputs: mpsc::Receiver<String>,
+    ) -> OutputSource {
+        self.additions = Some((outputs, inputs));
+        self
+    }
+
+    fn take_additions(&mut self) {
+        let Some((outputs, inputs)) = &self.additions else {
+            return;
+        };
+        let mut added = false;
+        while let Ok(output) = outputs.try_recv() {
+            tracing::info!("following the discovered outputs {}", output.glob);
+            self.inspectors
+                .push(output.inspect.then(|| Inspector::new(&output.pointers)));
+            self.outputs.push(output);
+            added = true;
+        }
+        while let Ok(glob) = inputs.try_recv() {
+            tracing::info!("following the discovered inputs {glob}");
+            self.inputs.push(glob);
+            added = true;
+        }
+        if added {
+            self.last_glob = None;
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            run.expect_collector("outputs");
         }
     }
 
@@ -108,6 +145,7 @@ impl OutputSource {
 
     /// Finds new files, then reads every file to its current end once.
     pub fn poll(&mut self) {
+        self.take_additions();
         if self.is_empty() {
             return;
         }

@@ -66,6 +66,8 @@ impl ProbeConfig {
 
 pub struct Probes {
     config: ProbeConfig,
+    /// A new configuration from discovery (a server found later, a new driver).
+    updates: Option<tokio::sync::watch::Receiver<ProbeConfig>>,
     run: Arc<Mutex<Run>>,
     /// The previous reading of a generated-tokens counter, for a rate.
     generated: Option<(f64, f64)>,
@@ -84,9 +86,37 @@ impl Probes {
         }
         Probes {
             config,
+            updates: None,
             run,
             generated: None,
         }
+    }
+
+    /// Takes the configurations discovery finds later, before each round.
+    pub fn with_updates(mut self, updates: tokio::sync::watch::Receiver<ProbeConfig>) -> Probes {
+        self.updates = Some(updates);
+        self
+    }
+
+    fn take_update(&mut self) {
+        let Some(updates) = &mut self.updates else {
+            return;
+        };
+        if !updates.has_changed().unwrap_or(false) {
+            return;
+        }
+        let config = updates.borrow_and_update().clone();
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        if config.process.is_some() {
+            run.expect_collector("process");
+        }
+        if config.probes_server() {
+            run.expect_collector("server");
+        }
+        if config.metrics_url != self.config.metrics_url {
+            self.generated = None;
+        }
+        self.config = config;
     }
 
     /// Probes every `interval`, forever; abort the task to stop it. The first round done, it
@@ -105,6 +135,7 @@ impl Probes {
 
     /// One round of every configured probe.
     pub async fn round(&mut self) {
+        self.take_update();
         if let Some(target) = self.config.process.clone() {
             self.process_round(target).await;
         }

@@ -8,7 +8,7 @@ pub mod terminal;
 
 use crate::alert::rules::{self, History, Rules};
 use crate::alert::AlertName;
-use crate::model::{PartitionView, Run, RunTotals, Seconds};
+use crate::model::{Discovered, PartitionView, Run, RunTotals, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -37,6 +37,20 @@ pub struct Status {
     /// The last lines of the inference server's log, when one is followed.
     #[serde(default)]
     pub server_log_tail: Vec<String>,
+    /// Partitions whose output files an earlier run left: not in `run` (see the README).
+    #[serde(default)]
+    pub previous: Vec<PreviousStatus>,
+    /// What `--run-dir` discovery found.
+    #[serde(default)]
+    pub discovered: Option<Discovered>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousStatus {
+    pub name: String,
+    pub records: u64,
+    pub planned: Option<u64>,
+    pub last_write: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,7 +183,18 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
     let views = run.views();
     let partitions: Vec<PartitionStatus> = views
         .iter()
+        .filter(|v| !v.previous)
         .map(|v| partition(run, v, stalled(v.name), now))
+        .collect();
+    let previous = views
+        .iter()
+        .filter(|v| v.previous)
+        .map(|v| PreviousStatus {
+            name: v.name.to_owned(),
+            records: v.outputs.as_ref().map_or(0, |o| o.records),
+            planned: v.planned(),
+            last_write: v.last_write,
+        })
         .collect();
     let totals = RunTotals::of(&views, now);
     let tps: Vec<f64> = partitions
@@ -228,6 +253,8 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             .collect(),
         log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
         server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
+        previous,
+        discovered: run.discovered.clone(),
     }
 }
 

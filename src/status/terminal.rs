@@ -110,6 +110,24 @@ pub fn render(status: &Status, color: bool) -> String {
     for part in &status.partitions {
         s += &partition_line(part, name_width, &p);
     }
+    if !status.previous.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  {}",
+            p.dim("PREVIOUS (output files an earlier run left; not in the run's totals)")
+        );
+        for prev in &status.previous {
+            let _ = writeln!(
+                s,
+                "    {:<name_width$}  {} records{}",
+                prev.name,
+                prev.records,
+                prev.planned
+                    .map(|n| format!(", {n} planned"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     if let Some(gpus) = &status.gpus {
         let _ = writeln!(s, "\n{}", p.dim("  GPU  NAME                       UTIL                MEMORY              TEMP   POWER"));
         for g in gpus {
@@ -233,7 +251,7 @@ fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{AlertStatus, OutputStatus, RunStatus};
+    use crate::status::{AlertStatus, OutputStatus, PreviousStatus, RunStatus};
 
     fn status() -> Status {
         let part = |name: &str, completed, planned, active| PartitionStatus {
@@ -290,6 +308,13 @@ mod tests {
             collectors: Default::default(),
             log_tail: vec![],
             server_log_tail: Vec::new(),
+            previous: vec![PreviousStatus {
+                name: "B0_old".into(),
+                records: 3000,
+                planned: None,
+                last_write: Some(0.0),
+            }],
+            discovered: None,
         }
     }
 
@@ -305,6 +330,10 @@ mod tests {
         );
         assert!(text.contains("FIRING  Stalled (B2_code): no progress for 15m"));
         assert!(text.contains("GPUs: not read"));
+        assert!(
+            text.contains("PREVIOUS") && text.contains("B0_old") && text.contains("3000 records"),
+            "{text}"
+        );
         assert!(!text.contains('\x1b'), "no colour unless asked");
     }
 

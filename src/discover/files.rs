@@ -1,0 +1,202 @@
+//! What a run folder holds: progress logs, the server's log, output and input files.
+
+use crate::log_source::detect_now;
+use crate::parse::{ansi, Format, ServerLog};
+use std::path::{Path, PathBuf};
+
+/// Output files by name, as pipelines name them. Each is also the glob of its family, so a
+/// partition folder that appears later is found by the same glob.
+const OUTPUT_NAMES: [&str; 5] = [
+    "raw_responses.jsonl",
+    "responses*.jsonl",
+    "outputs*.jsonl",
+    "results*.jsonl",
+    "generations*.jsonl",
+];
+const INPUT_NAMES: [&str; 3] = ["prompts*.jsonl", "inputs*.jsonl", "questions*.jsonl"];
+/// How deep under the run folder output files are looked for (`DIR/prepared/B1/x.jsonl` is 3).
+const MAX_DEPTH: usize = 4;
+/// Entries looked at in all, so a run folder with millions of files costs a bounded scan.
+const MAX_ENTRIES: usize = 100_000;
+
+/// A log in the run folder and what its first lines say it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundLog {
+    pub path: PathBuf,
+    /// `Auto` while no line has decided; `Sglang` or `Vllm` for a server's log.
+    pub format: Format,
+}
+
+/// `*.log`, `*.out` and `nohup.out` in `dir` and `dir/logs`, in name order.
+pub fn logs(dir: &Path) -> Vec<FoundLog> {
+    let mut paths: Vec<PathBuf> = [dir.to_owned(), dir.join("logs")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "log" || e == "out")
+                || p.file_name().is_some_and(|n| n == "nohup.out")
+        })
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| FoundLog {
+            format: classify(&path),
+            path,
+        })
+        .collect()
+}
+
+/// A server's log when a line of it is an SGLang or vLLM report (a server's log also holds
+/// tqdm bars while it loads weights, so this is asked first), else what `auto` finds.
+pub fn classify(path: &Path) -> Format {
+    use std::io::Read;
+    let mut head = Vec::new();
+    if std::fs::File::open(path)
+        .and_then(|f| f.take(1024 * 1024).read_to_end(&mut head))
+        .is_err()
+    {
+        return Format::Auto;
+    }
+    let mut server = ServerLog::new(Format::Auto);
+    let mut stripped = Vec::new();
+    for line in head.split(|&b| b == b'\n' || b == b'\r') {
+        server.parse(ansi::strip(line, &mut stripped));
+        if let Some(format) = server.format() {
+            return format;
+        }
+    }
+    detect_now(path).map_or(Format::Auto, |(format, _)| format)
+}
+
+/// The output and input globs for the JSONL files under `dir`: one per folder layout and name
+/// family, the partition folder as `*`.
+pub fn jsonl_globs(dir: &Path) -> (Vec<String>, Vec<String>) {
+    let mut outputs = Vec::new();
+    let mut inputs = Vec::new();
+    let mut seen = 0;
+    walk(dir, dir, 0, &mut seen, &mut |file| {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        for (families, globs) in [
+            (&OUTPUT_NAMES[..], &mut outputs),
+            (&INPUT_NAMES[..], &mut inputs),
+        ] {
+            let Some(family) = families
+                .iter()
+                .find(|f| glob::Pattern::new(f).is_ok_and(|p| p.matches(name)))
+            else {
+                continue;
+            };
+            let folder = file.parent().unwrap_or(dir);
+            let glob = if folder == dir {
+                dir.join(family)
+            } else {
+                folder.parent().unwrap_or(dir).join("*").join(family)
+            };
+            let glob = glob.display().to_string();
+            if !globs.contains(&glob) {
+                globs.push(glob);
+            }
+        }
+    });
+    outputs.sort();
+    inputs.sort();
+    (outputs, inputs)
+}
+
+fn walk(dir: &Path, root: &Path, depth: usize, seen: &mut usize, found: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        *seen += 1;
+        if *seen > MAX_ENTRIES {
+            return;
+        }
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && !hidden && depth < MAX_DEPTH => {
+                walk(&path, root, depth + 1, seen, found)
+            }
+            Ok(t) if t.is_file() => found(&path),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_name_the_layout_with_the_partition_as_a_star() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for (folder, name) in [
+            ("prepared/B1", "raw_responses.jsonl"),
+            ("prepared/B1", "prompts.jsonl"),
+            ("prepared/B2", "raw_responses.jsonl"),
+            ("eval", "results_0.jsonl"),
+            ("eval", "questions.jsonl"),
+            ("prepared/B1", "notes.jsonl"),
+            (".cache/x", "responses.jsonl"),
+        ] {
+            std::fs::create_dir_all(d.join(folder)).unwrap();
+            std::fs::write(d.join(folder).join(name), "{}\n").unwrap();
+        }
+        std::fs::write(d.join("outputs.jsonl"), "{}\n").unwrap();
+        let (outputs, inputs) = jsonl_globs(d);
+        let at = |s: &str| d.join(s).display().to_string();
+        assert_eq!(
+            outputs,
+            vec![
+                at("*/results*.jsonl"),
+                at("outputs*.jsonl"),
+                at("prepared/*/raw_responses.jsonl"),
+            ]
+        );
+        assert_eq!(
+            inputs,
+            vec![at("*/questions*.jsonl"), at("prepared/*/prompts*.jsonl")]
+        );
+    }
+
+    #[test]
+    fn a_server_log_is_told_from_a_progress_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("logs")).unwrap();
+        std::fs::write(
+            d.join("logs/server.log"),
+            "Loading safetensors checkpoint shards: 100% Completed | 8/8 [00:10<00:00]\n\
+             [2026-08-28 22:30:08 TP0] Decode batch, #running-req: 233, #token: 370959, token usage: 0.82, cuda graph: True, gen throughput (token/s): 4594.01, #queue-req: 317, \n",
+        )
+        .unwrap();
+        std::fs::write(d.join("run.log"), "Processing: B1_glaive (SHORT)\n").unwrap();
+        std::fs::write(d.join("nohup.out"), "").unwrap();
+        std::fs::write(d.join("notes.txt"), "").unwrap();
+        let found = logs(d);
+        let got: Vec<(String, Format)> = found
+            .iter()
+            .map(|l| {
+                (
+                    l.path.strip_prefix(d).unwrap().display().to_string(),
+                    l.format,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("logs/server.log".to_owned(), Format::Sglang),
+                ("nohup.out".to_owned(), Format::Auto),
+                ("run.log".to_owned(), Format::RunInference),
+            ]
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! `--run-dir`: finding a run's sources by themselves. The engineer knows where the run lives;
+//! discovery finds its progress logs, outputs and inputs in the folder, the driver by the log
+//! it has open for writing, and the inference server by its command line. Keys given in the
+//! config file or as flags always win over what is found.
+//!
+//! It runs at start-up, then again every `discover_interval` (a server started later, a new
+//! partition's files, a driver that restarts); every finding and every change is logged once
+//! and shown in `/status`.
+
+mod files;
+mod procs;
+
+pub use files::classify;
+
+use crate::config::{normalize, Config, ConfigError, LogConfig, OutputConfig, RawConfig, RawLog};
+use crate::model::{Discovered, DiscoveredLog, Run};
+use crate::parse::{Format, Parser, ServerLog};
+use crate::probe::ProbeConfig;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// Everything discovery finds in `dir` and on the machine now.
+pub fn scan(dir: &Path) -> Discovered {
+    let procs = procs::list();
+    let server = procs::server(&procs);
+    let server_log = server
+        .as_ref()
+        .and_then(|s| s.log.clone())
+        .map(PathBuf::from);
+    let mut logs = Vec::new();
+    let mut server_logs: Vec<String> = Vec::new();
+    for log in files::logs(dir) {
+        let is_server_log = matches!(log.format, Format::Sglang | Format::Vllm)
+            || server_log
+                .as_deref()
+                .is_some_and(|s| same_file(s, &log.path));
+        if is_server_log {
+            server_logs.push(log.path.display().to_string());
+        } else {
+            logs.push(DiscoveredLog {
+                path: log.path.display().to_string(),
+                format: log.format.as_str().to_owned(),
+            });
+        }
+    }
+    if let Some(s) = &server_log {
+        if !server_logs.iter().any(|l| same_file(Path::new(l), s)) {
+            server_logs.push(s.display().to_string());
+        }
+    }
+    let paths: Vec<PathBuf> = logs.iter().map(|l| PathBuf::from(&l.path)).collect();
+    let driver = procs::driver(&procs, &paths);
+    let (outputs, inputs) = files::jsonl_globs(dir);
+    let hidden = procs.iter().filter(|p| p.files.is_none()).count();
+    let mut notes = Vec::new();
+    if hidden > 0 && driver.is_none() {
+        notes.push(format!(
+            "the open files of {hidden} processes (other users') cannot be read, so a driver among them cannot be found: run the sidecar as the pipeline's user, or give --process-match"
+        ));
+    }
+    Discovered {
+        run_dir: dir.display().to_string(),
+        logs,
+        server_logs,
+        outputs,
+        inputs,
+        driver,
+        server,
+        notes,
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    normalize(a) == normalize(b) || id(a).is_some_and(|i| Some(i) == id(b))
+}
+
+/// Fills the keys that `raw` leaves unset with what was found. A key given keeps its value,
+/// lists included: `--log` given means no log is discovered.
+pub fn apply(found: &Discovered, raw: &mut RawConfig) {
+    if raw.logs.is_empty() {
+        raw.logs = found
+            .logs
+            .iter()
+            .map(|l| RawLog {
+                path: l.path.clone().into(),
+                format: l.format.parse().unwrap_or_default(),
+                regex: None,
+            })
+            .collect();
+    }
+    if raw.server_logs.is_empty() {
+        raw.server_logs = found.server_logs.iter().map(PathBuf::from).collect();
+    }
+    if raw.outputs.is_empty() {
+        raw.outputs = found
+            .outputs
+            .iter()
+            .map(|glob| crate::config::RawOutputs {
+                glob: glob.clone(),
+                ..Default::default()
+            })
+            .collect();
+    }
+    if raw.inputs.is_empty() {
+        raw.inputs = found.inputs.clone();
+    }
+    if raw.process_match.is_none() && raw.pid_file.is_none() {
+        raw.process_match = found.driver.as_ref().map(|d| d.command.clone());
+    }
+    if let Some(server) = &found.server {
+        if raw.server_health_url.is_none() {
+            raw.server_health_url = Some(server.health_url.clone());
+        }
+        if raw.server_metrics_url.is_none() {
+            raw.server_metrics_url = server.metrics_url.clone();
+        }
+    }
+}
+
+/// The configuration to run with: `raw` as given, and with `run_dir` what discovery found
+/// for the keys it leaves unset.
+pub fn configure(raw: RawConfig) -> Result<Config, ConfigError> {
+    let Some(dir) = raw.run_dir.clone() else {
+        return raw.validate();
+    };
+    if !dir.is_dir() {
+        return Err(ConfigError::invalid(
+            "run_dir",
+            format!("{} is not a folder", dir.display()),
+        ));
+    }
+    let dir = normalize(&dir);
+    let found = scan(&dir);
+    let mut merged = raw.clone();
+    apply(&found, &mut merged);
+    let mut config = merged.validate()?;
+    for line in describe(&found) {
+        tracing::info!("discovered: {line}");
+    }
+    config.discovered = Some((raw, found));
+    Ok(config)
+}
+
+/// The findings, one line each, for the log.
+pub fn describe(found: &Discovered) -> Vec<String> {
+    let mut lines = Vec::new();
+    for l in &found.logs {
+        lines.push(format!("progress log {} ({})", l.path, l.format));
+    }
+    for l in &found.server_logs {
+        lines.push(format!("server log {l}"));
+    }
+    for g in &found.outputs {
+        lines.push(format!("outputs {g}"));
+    }
+    for g in &found.inputs {
+        lines.push(format!("inputs {g}"));
+    }
+    match &found.driver {
+        Some(d) => lines.push(format!(
+            "driver pid {} (it has the log open for writing): {}",
+            d.pid, d.command
+        )),
+        None => lines.push("no driver process has a progress log open for writing".into()),
+    }
+    match &found.server {
+        Some(s) => lines.push(format!(
+            "{} server pid {}: health {}, metrics {}",
+            s.engine,
+            s.pid,
+            s.health_url,
+            s.metrics_url.as_deref().unwrap_or("not served")
+        )),
+        None => lines.push("no SGLang or vLLM server process".into()),
+    }
+    lines.extend(found.notes.iter().cloned());
+    lines
+}
+
+/// The TOML that `discover DIR` prints: the keys discovery fills, ready to pin with `--config`.
+pub fn to_toml(found: &Discovered) -> String {
+    let mut raw = RawConfig::default();
+    apply(found, &mut raw);
+    let mut out = format!("# pipeline-pulse discover {}\n", found.run_dir);
+    for line in describe(found) {
+        out.push_str(&format!("# {line}\n"));
+    }
+    out.push_str(&toml::to_string(&raw).expect("a RawConfig always serializes"));
+    out
+}
+
+/// Discovery as the sidecar runs it.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub interval: Duration,
+    /// The keys given in the file and as flags; discovery fills only the others.
+    pub explicit: RawConfig,
+    /// What the last scan found.
+    pub found: Discovered,
+}
+
+/// Where a scan's new findings go: the sources take them at their next poll.
+pub struct Additions {
+    pub logs: mpsc::Sender<LogConfig>,
+    pub outputs: mpsc::Sender<OutputConfig>,
+    pub inputs: mpsc::Sender<String>,
+    pub probes: tokio::sync::watch::Sender<ProbeConfig>,
+}
+
+impl Discovery {
+    /// The discovery a configuration asks for, if it has a `run_dir`.
+    pub fn of(config: &Config) -> Option<Discovery> {
+        let (explicit, found) = config.discovered.clone()?;
+        Some(Discovery {
+            interval: config.discover_interval,
+            explicit,
+            found,
+        })
+    }
+
+    /// Scans again every interval, forever (abort the task to stop it), handing what is new
+    /// to the sources and the probes.
+    pub async fn run_every(mut self, run: Arc<Mutex<Run>>, additions: Additions) {
+        let dir = PathBuf::from(&self.found.run_dir);
+        let mut followed = Followed::of(&self.merged());
+        run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
+        let mut ticks = tokio::time::interval(self.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let scan_dir = dir.clone();
+            let Ok(found) = tokio::task::spawn_blocking(move || scan(&scan_dir)).await else {
+                continue;
+            };
+            if found == self.found {
+                continue;
+            }
+            let before: BTreeSet<String> = describe(&self.found).into_iter().collect();
+            for line in describe(&found) {
+                if !before.contains(&line) {
+                    tracing::info!("discovered: {line}");
+                }
+            }
+            self.found = found;
+            let merged = self.merged();
+            followed.hand_over(&merged, &additions);
+            run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
+        }
+    }
+
+    fn merged(&self) -> RawConfig {
+        let mut merged = self.explicit.clone();
+        apply(&self.found, &mut merged);
+        merged
+    }
+}
+
+/// What the sources follow already, so a scan hands over only what is new.
+struct Followed {
+    logs: Vec<PathBuf>,
+    outputs: BTreeSet<String>,
+    inputs: BTreeSet<String>,
+    probes: (Option<String>, Option<String>, Option<String>),
+}
+
+impl Followed {
+    fn of(raw: &RawConfig) -> Followed {
+        Followed {
+            logs: raw
+                .logs
+                .iter()
+                .map(|l| l.path.clone())
+                .chain(raw.server_logs.iter().cloned())
+                .collect(),
+            outputs: raw.outputs.iter().map(|o| o.glob.clone()).collect(),
+            inputs: raw.inputs.iter().cloned().collect(),
+            probes: probe_keys(raw),
+        }
+    }
+
+    fn hand_over(&mut self, raw: &RawConfig, to: &Additions) {
+        let server_format = raw.server_log_format.unwrap_or_default();
+        let logs = raw
+            .logs
+            .iter()
+            .map(|l| (l.path.clone(), false))
+            .chain(raw.server_logs.iter().map(|p| (p.clone(), true)));
+        for (path, server) in logs {
+            if self.logs.iter().any(|l| same_file(l, &path)) {
+                continue;
+            }
+            let parser = if server {
+                Parser::Server(ServerLog::new(server_format))
+            } else {
+                Parser::Auto(Default::default())
+            };
+            self.logs.push(path.clone());
+            let _ = to.logs.send(LogConfig::new(path, parser));
+        }
+        for output in &raw.outputs {
+            if self.outputs.insert(output.glob.clone()) {
+                let _ = to.outputs.send(OutputConfig::new(output.glob.clone()));
+            }
+        }
+        for input in &raw.inputs {
+            if self.inputs.insert(input.clone()) {
+                let _ = to.inputs.send(input.clone());
+            }
+        }
+        let probes = probe_keys(raw);
+        if probes != self.probes {
+            // Validated as the start-up configuration was; a finding that does not validate
+            // (it cannot, as discovery writes the URLs itself) keeps the probes as they are.
+            match raw.validate() {
+                Ok(config) => {
+                    self.probes = probes;
+                    let _ = to.probes.send(config.probes);
+                }
+                Err(e) => tracing::warn!("discovery found a configuration that is not valid: {e}"),
+            }
+        }
+    }
+}
+
+fn probe_keys(raw: &RawConfig) -> (Option<String>, Option<String>, Option<String>) {
+    (
+        raw.process_match.clone(),
+        raw.server_health_url.clone(),
+        raw.server_metrics_url.clone(),
+    )
+}
