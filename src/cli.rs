@@ -44,6 +44,22 @@ pub enum Command {
         /// The run's folder.
         dir: PathBuf,
     },
+    /// The demo's simulated pipeline (started by `demo`).
+    #[command(hide = true)]
+    DemoPipeline {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        speed: f64,
+        #[arg(long)]
+        server_port: u16,
+    },
+    /// The demo's simulated SGLang server (started by the simulated pipeline).
+    #[command(hide = true)]
+    DemoServer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -60,6 +76,10 @@ pub struct RunArgs {
     /// inference server by themselves (flags and config keys given win).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// How often --run-dir looks again for new logs, partitions, a driver and a server
+    /// [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub discover_interval: Option<String>,
     /// A progress log to follow (repeatable). It may not exist yet.
     #[arg(long = "log", value_name = "PATH")]
     pub logs: Vec<PathBuf>,
@@ -156,6 +176,9 @@ impl RunArgs {
     pub fn lay_over(&self, raw: &mut RawConfig) {
         if let Some(dir) = &self.run_dir {
             raw.run_dir = Some(dir.clone());
+        }
+        if let Some(interval) = &self.discover_interval {
+            raw.discover_interval = Some(interval.clone());
         }
         if let Some(listen) = &self.listen {
             raw.listen = Some(listen.clone());

@@ -51,6 +51,14 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Demo(args) => run_demo(args),
+        Command::DemoPipeline {
+            dir,
+            speed,
+            server_port,
+        } => demo::pipeline_main(&dir, speed, server_port).context("the simulated pipeline failed"),
+        Command::DemoServer { args } => {
+            demo::server::main(&args).context("the simulated server failed")
+        }
         Command::Status(args) => return status(&args),
         Command::TestEmail(args) => match load(&args) {
             Ok(config) => test_email(&config),
@@ -275,31 +283,44 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         "--speed must be 0.01 to 1000 (2 runs twice as fast)"
     );
     let dir = args.dir.unwrap_or_else(|| "pulse-demo".into());
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the demo folder {}", dir.display()))?;
+    let dir = std::fs::canonicalize(&dir)?;
     let layout = demo::Layout::new(&dir);
-    let config = layout.config(listen, args.speed);
+    let pipeline =
+        demo::start(&layout, args.speed).context("cannot start the simulated pipeline")?;
+    let config = match layout.config(listen, args.speed) {
+        Ok(config) => config,
+        Err(e) => anyhow::bail!("the demo's configuration: {e}"),
+    };
     let banner = {
         let log = layout.log.display().to_string();
+        let server_log = layout.server_log.display().to_string();
         let mail = layout.mail().display().to_string();
-        let outputs = dir
-            .join("prepared/*/raw_responses.jsonl")
-            .display()
-            .to_string();
         move |addr: std::net::SocketAddr| {
             println!(
                 "pipeline-pulse demo: a simulated pipeline is writing to {}",
                 dir.display()
             );
+            println!(
+                "  the sidecar runs as: pipeline-pulse run --run-dir {}",
+                dir.display()
+            );
             println!("  progress log:  {log}");
-            println!("  outputs:       {outputs}");
+            println!("  server log:    {server_log} (a simulated SGLang server)");
             println!("  metrics:       http://{addr}/metrics");
             println!("  status page:   http://{addr}/");
             println!("  alert emails:  {mail}/*.eml (written as files, not sent)");
             println!("GPUs are simulated (eight, named \"simulated\").");
-            println!("It stalls for a while in B2_opencodeinstruct and restarts B3_longform once. Ctrl-C stops it.");
+            println!(
+                "It stalls for a while in B2_opencodeinstruct (the server wedges) and restarts B3_longform once;"
+            );
+            println!(
+                "{} holds an earlier run's records, shown apart. Ctrl-C stops it.",
+                demo::PREVIOUS_PARTITION
+            );
         }
     };
-    let (stop, writer) =
-        demo::start(layout, args.speed).context("cannot start the simulated pipeline")?;
     let duration = args.duration;
     let result = runtime()?.block_on(sidecar::serve(config, banner, async move {
         match duration {
@@ -310,8 +331,7 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
             None => sidecar::shutdown_signal().await,
         }
     }));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = writer.join();
+    drop(pipeline);
     result
 }
 

@@ -407,11 +407,12 @@ fn judge_stall(run: &Run, v: &PartitionView<'_>, stall_after: f64, now: Seconds)
     }
     let silent = now - e.log_at;
     let first_report_late = e.first_report_due.is_none_or(|due| now > due);
-    // The outputs went on for at least half the silence: the last records written just after
-    // the last progress line (the driver logs every N completions) are not "still growing".
-    let outputs_moving = e
-        .outputs_at
-        .is_some_and(|o| o - e.log_at >= threshold / 2.0);
+    // The outputs went on for at least half the threshold while the log was silent: the last
+    // records written just after the last progress line (the driver logs every N completions),
+    // or the first ones after a stall, before the line that reports them, are not "still
+    // growing".
+    let since = e.outputs_since.unwrap_or(e.log_at);
+    let outputs_moving = e.outputs_at.is_some_and(|o| o - since >= threshold / 2.0);
     (silent > threshold && outputs_moving && first_report_late)
         .then_some(Stall::LogSilent { seconds: silent })
 }

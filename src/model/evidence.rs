@@ -28,6 +28,9 @@ pub struct Evidence {
     pub log_at: Seconds,
     /// The latest write to the partition's output files.
     pub outputs_at: Option<Seconds>,
+    /// The first write seen after the latest progress line: how long the outputs have gone
+    /// on while the log is silent is `outputs_at` minus this.
+    pub outputs_since: Option<Seconds>,
     /// When the first progress line is due, while none has arrived.
     pub first_report_due: Option<Seconds>,
     /// Whether the server's generation counted (before the first report).
@@ -54,10 +57,16 @@ impl Run {
             .into_iter()
             .flatten()
             .fold(log_at, f64::max);
+        let outputs_since = self
+            .outputs_resumed
+            .get(v.name)
+            .copied()
+            .filter(|r| *r > log_at);
         Some(Evidence {
             at,
             log_at,
             outputs_at,
+            outputs_since,
             first_report_due,
             server_counted: server_at.is_some_and(|s| s >= at),
         })

@@ -89,6 +89,9 @@ pub struct Run {
     /// Notification outcomes by (alert, result).
     #[serde(skip)]
     pub notifications: BTreeMap<(String, String), u64>,
+    /// Per partition, the first output write seen after its latest progress line.
+    #[serde(skip)]
+    pub outputs_resumed: BTreeMap<String, Seconds>,
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
     pub discovered: Option<Discovered>,

@@ -267,6 +267,28 @@ impl Run {
             .collect()
     }
 
+    /// Marks, per partition, the first output write after its latest progress line (the
+    /// records that follow a stall come before the line that reports them).
+    fn note_outputs_resumed(&mut self) {
+        let mut resumed = Vec::new();
+        for v in self.views() {
+            let (Some(p), Some(write)) = (v.log, v.last_write) else {
+                continue;
+            };
+            let Some(log_at) = p.last_progress_at.or(p.started_at) else {
+                continue;
+            };
+            let known = self
+                .outputs_resumed
+                .get(v.name)
+                .is_some_and(|r| *r > log_at);
+            if write > log_at && !known {
+                resumed.push((v.name.to_owned(), write));
+            }
+        }
+        self.outputs_resumed.extend(resumed);
+    }
+
     /// The partitions of this run: [`Run::views`] without the previous ones.
     pub fn current_views(&self) -> Vec<PartitionView<'_>> {
         let mut views = self.views();
@@ -290,6 +312,7 @@ impl Run {
             let total = totals.entry(file.partition.clone()).or_default();
             *total = total.saturating_add(file.stats.tokens);
         }
+        self.note_outputs_resumed();
         self.output_tokens.retain(|p, _| totals.contains_key(p));
         for (partition, tokens) in totals {
             let window = self.output_tokens.entry(partition).or_default();

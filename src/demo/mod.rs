@@ -1,26 +1,36 @@
 //! `demo`: a simulated batch-inference pipeline in a folder, watched by the real sidecar.
 //!
 //! The simulation writes what a real `run_inference.py` writes, in the same layout: a progress
-//! log and a `raw_responses.jsonl` per partition. Partway through it stalls for a while and
-//! recovers, and later it crashes and begins a partition again, so a newcomer sees every state
-//! the sidecar reports within a few minutes.
+//! log and a `raw_responses.jsonl` per partition, beside one partition's files left from an
+//! earlier run. It runs as a process of its own that holds its log open, and it starts a
+//! simulated SGLang server ([`server`]) whose log is a file in the folder. The sidecar is given
+//! the folder and nothing else about the sources, so the demo shows discovery too. Partway
+//! through the run stalls (the server wedges) and recovers, and later it crashes and begins a
+//! partition again, so a newcomer sees every state the sidecar reports within a few minutes.
 
-use crate::config::{Config, GpuMode, RawConfig, RawLog, RawOutputs, RawRule};
+pub mod server;
+
+use crate::config::{Config, ConfigError, GpuMode, RawConfig, RawRule};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Requests per second the simulated server completes at speed 1.
-const BASE_RATE: f64 = 25.0;
+/// Requests per second the simulated server completes at speed 1 for a partition run at
+/// concurrency 150 (fewer at lower concurrency): hundreds to a few thousand tok/s.
+const BASE_RATE: f64 = 6.0;
 /// The pipeline prints a progress line every this many completions.
-const REPORT_EVERY: u64 = 50;
+const REPORT_EVERY: u64 = 10;
 /// Simulated seconds per step.
 const STEP_SECONDS: f64 = 0.5;
 /// Simulated seconds the stall lasts.
 const STALL_SECONDS: f64 = 30.0;
+/// The partition an earlier run left in the folder.
+pub const PREVIOUS_PARTITION: &str = "B0_pilot";
+const PREVIOUS_RECORDS: u64 = 120;
 
 struct Partition {
     name: &'static str,
@@ -43,7 +53,7 @@ const PARTITIONS: [Partition; 3] = [
     Partition {
         name: "B1_glaive",
         mode: "SHORT",
-        prompts: 1500,
+        prompts: 300,
         concurrency: 150,
         max_tokens: 10240,
         avg_tokens: 290.0,
@@ -52,7 +62,7 @@ const PARTITIONS: [Partition; 3] = [
     Partition {
         name: "B2_opencodeinstruct",
         mode: "SHORT",
-        prompts: 1200,
+        prompts: 600,
         concurrency: 150,
         max_tokens: 10240,
         avg_tokens: 610.0,
@@ -61,7 +71,7 @@ const PARTITIONS: [Partition; 3] = [
     Partition {
         name: "B3_longform",
         mode: "LONG",
-        prompts: 2000,
+        prompts: 800,
         concurrency: 64,
         max_tokens: 32768,
         avg_tokens: 1850.0,
@@ -73,6 +83,8 @@ const PARTITIONS: [Partition; 3] = [
 pub struct Layout {
     pub dir: PathBuf,
     pub log: PathBuf,
+    /// The simulated server's stdout and stderr.
+    pub server_log: PathBuf,
 }
 
 impl Layout {
@@ -80,6 +92,7 @@ impl Layout {
         Layout {
             dir: dir.to_owned(),
             log: dir.join("logs").join("inference_all.log"),
+            server_log: dir.join("logs").join("sglang_server.log"),
         }
     }
 
@@ -95,53 +108,60 @@ impl Layout {
         self.dir.join("mail")
     }
 
-    /// The sidecar configuration that watches this layout: the real keys, as a user would
-    /// write them, with alert timings scaled to the simulation's speed so its stall is caught.
-    pub fn config(&self, listen: std::net::SocketAddr, speed: f64) -> Config {
-        let scaled = |seconds: f64| {
-            let d = Duration::from_secs_f64((seconds / speed).max(0.05));
+    /// The sidecar configuration that watches this layout: the run folder, to discover its
+    /// sources from, with alert timings scaled to the simulation's speed so its stall is caught.
+    pub fn config(&self, listen: std::net::SocketAddr, speed: f64) -> Result<Config, ConfigError> {
+        let scaled = |seconds: f64, floor: f64| {
+            let d = Duration::from_secs_f64((seconds / speed).max(floor));
             humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
         };
-        let prepared = self.dir.join("prepared").display().to_string();
         let raw = RawConfig {
+            run_dir: Some(self.dir.clone()),
+            discover_interval: Some(scaled(10.0, 1.0)),
             listen: Some(listen.to_string()),
-            logs: vec![RawLog {
-                path: self.log.clone(),
-                ..RawLog::default()
-            }],
-            outputs: vec![RawOutputs {
-                glob: format!("{prepared}/*/raw_responses.jsonl"),
-                ..RawOutputs::default()
-            }],
-            inputs: vec![format!("{prepared}/*/prompts.jsonl")],
             gpu: Some(GpuMode::Simulated),
             smtp: Some(format!("file://{}", self.mail().display())),
             email_to: vec!["you@example.com".into()],
-            stall_after: Some(scaled(STALL_SECONDS * 2.0 / 3.0)),
+            stall_after: Some(scaled(STALL_SECONDS * 2.0 / 3.0, 0.1)),
             // The default 250ms at speed 1; faster when the simulation is, so that reading
             // late does not eat into the margin between the stall and its threshold.
-            poll_interval: Some(scaled(STEP_SECONDS / 2.0)),
-            alert_interval: Some(scaled(1.0)),
+            poll_interval: Some(scaled(STEP_SECONDS / 2.0, 0.05)),
+            alert_interval: Some(scaled(1.0, 0.05)),
+            probe_interval: Some(scaled(1.0, 0.1)),
             rules: [(
                 "RunFinished".to_owned(),
                 RawRule {
-                    for_: Some(scaled(5.0)),
+                    for_: Some(scaled(5.0, 0.05)),
                     ..RawRule::default()
                 },
             )]
             .into(),
             ..RawConfig::default()
         };
-        raw.validate().expect("the demo's configuration is valid")
+        crate::discover::configure(raw)
     }
 }
 
 /// Runs the simulated pipeline until it finishes or `stop` is set. Sleeps in real time, scaled
 /// by `speed`: this is the product's simulation, not a test.
-pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()> {
+///
+/// `server` takes the simulated server's state at each step (see [`server`]).
+pub fn simulate(
+    layout: &Layout,
+    speed: f64,
+    stop: &AtomicBool,
+    mut server: Option<&mut dyn Write>,
+) -> io::Result<()> {
+    let mut tell = |running: f64, queued: f64, tokens_per_second: f64| {
+        if let Some(server) = server.as_mut() {
+            let _ = writeln!(server, "{running} {queued} {tokens_per_second:.2}");
+            let _ = server.flush();
+        }
+    };
     fs::create_dir_all(layout.log.parent().expect("log has a parent"))?;
     // A fresh run each time: the demo is not a resumed pipeline.
     let _ = fs::remove_file(&layout.log);
+    previous_run(layout)?;
     for p in &PARTITIONS {
         let path = layout.responses(p.name);
         let folder = path.parent().expect("has a parent");
@@ -201,6 +221,8 @@ pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()
                         incident = None;
                         match kind {
                             Incident::Stall => {
+                                // The server holds its requests and generates nothing.
+                                tell(p.concurrency as f64, 0.0, 0.0);
                                 if !pause(STALL_SECONDS) {
                                     return Ok(());
                                 }
@@ -208,6 +230,7 @@ pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()
                             }
                             Incident::Crash => {
                                 log.crash()?;
+                                tell(0.0, 0.0, 0.0);
                                 if !pause(3.0) {
                                     return Ok(());
                                 }
@@ -216,8 +239,11 @@ pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()
                         }
                     }
                 }
-                let batch = ((BASE_RATE * STEP_SECONDS) * (0.6 + 0.8 * rng.unit())).round() as u64;
-                for _ in 0..batch.min(p.prompts - done) {
+                let rate = BASE_RATE * p.concurrency as f64 / 150.0;
+                let batch = ((rate * STEP_SECONDS) * (0.6 + 0.8 * rng.unit())).round() as u64;
+                let before = tokens;
+                let left = p.prompts - done;
+                for _ in 0..batch.min(left) {
                     done += 1;
                     let n = (p.avg_tokens * (0.3 + 1.4 * rng.unit())) as u64;
                     let failed = rng.unit() < 0.002;
@@ -236,13 +262,39 @@ pub fn simulate(layout: &Layout, speed: f64, stop: &AtomicBool) -> io::Result<()
                     }
                 }
                 responses.flush()?;
+                let running = (p.prompts - done).min(p.concurrency);
+                let queued = (p.prompts - done).saturating_sub(p.concurrency);
+                tell(
+                    running as f64,
+                    queued as f64,
+                    (tokens - before) / STEP_SECONDS,
+                );
             }
             break;
         }
         log.line(&format!("Done: {} ({} responses)", p.name, p.prompts))?;
     }
     log.line("All partitions complete.")?;
+    tell(0.0, 0.0, 0.0);
     Ok(())
+}
+
+/// One partition's records from an earlier run, last written a day ago, with no plan and no
+/// header in this run's log: what the sidecar must show apart and leave out of the totals.
+fn previous_run(layout: &Layout) -> io::Result<()> {
+    let path = layout.responses(PREVIOUS_PARTITION);
+    fs::create_dir_all(path.parent().expect("has a parent"))?;
+    let mut out = BufWriter::new(File::create(&path)?);
+    let old = Partition {
+        name: PREVIOUS_PARTITION,
+        ..PARTITIONS[0]
+    };
+    for i in 1..=PREVIOUS_RECORDS {
+        record(&mut out, &old, i, 250, false, false)?;
+    }
+    out.into_inner()
+        .map_err(|e| e.into_error())?
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(86_400))
 }
 
 struct Log(BufWriter<File>);
@@ -331,21 +383,121 @@ impl Lcg {
     }
 }
 
-/// Starts the simulation on its own thread; setting the returned flag stops it.
-pub fn start(
-    layout: Layout,
-    speed: f64,
-) -> io::Result<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> {
+/// The simulated pipeline as a child process (`demo-pipeline`), which starts the simulated
+/// server in turn. Dropping it ends both: the pipeline stops when its stdin closes, and the
+/// server when the pipeline's pipe to it does, so neither outlives the demo even on a SIGKILL.
+pub struct Pipeline {
+    child: Child,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        if self
+            .child
+            .wait_timeout_or_kill(Duration::from_secs(5))
+            .is_err()
+        {
+            let _ = self.child.kill();
+        }
+    }
+}
+
+trait WaitTimeout {
+    fn wait_timeout_or_kill(&mut self, limit: Duration) -> io::Result<()>;
+}
+
+impl WaitTimeout for Child {
+    fn wait_timeout_or_kill(&mut self, limit: Duration) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + limit;
+        while self.try_wait()?.is_none() {
+            if std::time::Instant::now() > deadline {
+                self.kill()?;
+                self.wait()?;
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+}
+
+/// Starts the simulated pipeline and its server, and waits until the log is there and the
+/// server answers, so that the sidecar's first discovery finds both.
+pub fn start(layout: &Layout, speed: f64) -> io::Result<Pipeline> {
+    // The pipeline starts a fresh log: an old one must not pass for it below.
+    let _ = fs::remove_file(&layout.log);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(std::env::current_exe()?)
+        .arg("demo-pipeline")
+        .arg("--dir")
+        .arg(&layout.dir)
+        .args([
+            "--speed",
+            &speed.to_string(),
+            "--server-port",
+            &port.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    let mut pipeline = Pipeline { child };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let server_up = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if server_up && layout.log.is_file() {
+            return Ok(pipeline);
+        }
+        if let Some(status) = pipeline.child.try_wait()? {
+            return Err(io::Error::other(format!(
+                "the simulated pipeline exited at start: {status}"
+            )));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(io::Error::other(
+                "the simulated pipeline and server did not start within 20 s",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `demo-pipeline`: the simulated pipeline's process. It runs until the run is done, then
+/// idles (a finished driver with its server still up) until its stdin closes.
+pub fn pipeline_main(dir: &Path, speed: f64, server_port: u16) -> io::Result<()> {
+    let layout = Layout::new(dir);
+    fs::create_dir_all(layout.log.parent().expect("log has a parent"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    let handle = std::thread::Builder::new()
-        .name("demo-pipeline".into())
-        .spawn(move || {
-            if let Err(e) = simulate(&layout, speed, &flag) {
-                tracing::error!("the simulated pipeline failed: {e}");
-            }
-        })?;
-    Ok((stop, handle))
+    std::thread::spawn(move || {
+        // The demo holds our stdin; its end (the demo stopped, even killed) is our end.
+        let _ = io::stdin().lock().lines().count();
+        flag.store(true, Ordering::Relaxed);
+    });
+    let out = File::create(&layout.server_log)?;
+    let mut server = Command::new(std::env::current_exe()?)
+        .args([
+            "demo-server",
+            "sglang.launch_server",
+            "--model-path",
+            "/shared/kimi-k2.5-int4",
+        ])
+        .args(["--host", "127.0.0.1", "--port", &server_port.to_string()])
+        .arg("--enable-metrics")
+        .stdin(Stdio::piped())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()?;
+    let mut to_server = server.stdin.take().expect("piped");
+    let result = simulate(&layout, speed, &stop, Some(&mut to_server));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(to_server);
+    let _ = server.wait_timeout_or_kill(Duration::from_secs(5));
+    result
 }
 
 #[cfg(test)]
@@ -366,7 +518,7 @@ mod tests {
     fn simulated_log_has_partitions_a_stall_and_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        simulate(&layout, 1e6, &AtomicBool::new(false)).unwrap();
+        simulate(&layout, 1e6, &AtomicBool::new(false), None).unwrap();
         let text = fs::read_to_string(&layout.log).unwrap();
         let mut run = Run::new(&["demo".into()]);
         let mut parser = Parser::RunInference(RunInference);
@@ -382,6 +534,8 @@ mod tests {
         assert_eq!(run.partitions["B3_longform"].restarts, 1);
         assert_eq!(run.restarts(), 1);
         let records = fs::read_to_string(layout.responses("B1_glaive")).unwrap();
-        assert_eq!(records.lines().count(), 1500);
+        assert_eq!(records.lines().count(), 300);
+        let previous = fs::read_to_string(layout.responses(PREVIOUS_PARTITION)).unwrap();
+        assert_eq!(previous.lines().count() as u64, PREVIOUS_RECORDS);
     }
 }
