@@ -77,7 +77,7 @@ pub fn jsonl_globs(dir: &Path) -> (Vec<String>, Vec<String>) {
     let mut outputs = Vec::new();
     let mut inputs = Vec::new();
     let mut seen = 0;
-    walk(dir, dir, 0, &mut seen, &mut |file| {
+    walk(dir, 0, &mut seen, &mut |file| {
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
         for (families, globs) in [
             (&OUTPUT_NAMES[..], &mut outputs),
@@ -106,7 +106,7 @@ pub fn jsonl_globs(dir: &Path) -> (Vec<String>, Vec<String>) {
     (outputs, inputs)
 }
 
-fn walk(dir: &Path, root: &Path, depth: usize, seen: &mut usize, found: &mut dyn FnMut(&Path)) {
+fn walk(dir: &Path, depth: usize, seen: &mut usize, found: &mut dyn FnMut(&Path)) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -121,7 +121,7 @@ fn walk(dir: &Path, root: &Path, depth: usize, seen: &mut usize, found: &mut dyn
         let hidden = entry.file_name().to_string_lossy().starts_with('.');
         match entry.file_type() {
             Ok(t) if t.is_dir() && !hidden && depth < MAX_DEPTH => {
-                walk(&path, root, depth + 1, seen, found)
+                walk(&path, depth + 1, seen, found)
             }
             Ok(t) if t.is_file() => found(&path),
             _ => {}

@@ -24,7 +24,7 @@ use std::time::Duration;
 /// Everything discovery finds in `dir` and on the machine now.
 pub fn scan(dir: &Path) -> Discovered {
     let procs = procs::list();
-    let server = procs::server(&procs);
+    let server = procs::server(&procs, dir);
     let server_log = server
         .as_ref()
         .and_then(|s| s.log.clone())
@@ -187,7 +187,8 @@ pub fn to_toml(found: &Discovered) -> String {
     apply(found, &mut raw);
     let mut out = format!("# pipeline-pulse discover {}\n", found.run_dir);
     for line in describe(found) {
-        out.push_str(&format!("# {line}\n"));
+        // A command line can hold newlines (`python -c SCRIPT`); a comment cannot.
+        out.push_str(&format!("# {}\n", line.replace('\n', "\\n")));
     }
     out.push_str(&toml::to_string(&raw).expect("a RawConfig always serializes"));
     out
@@ -234,9 +235,17 @@ impl Discovery {
         loop {
             ticks.tick().await;
             let scan_dir = dir.clone();
-            let Ok(found) = tokio::task::spawn_blocking(move || scan(&scan_dir)).await else {
+            let Ok(mut found) = tokio::task::spawn_blocking(move || scan(&scan_dir)).await else {
                 continue;
             };
+            // A driver or server no longer seen stays the one probed: its absence is what
+            // ProcessExited and ServerDown are for, not a reason to stop looking.
+            if found.driver.is_none() {
+                found.driver = self.found.driver.clone();
+            }
+            if found.server.is_none() {
+                found.server = self.found.server.clone();
+            }
             if found == self.found {
                 continue;
             }

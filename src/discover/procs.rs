@@ -13,6 +13,7 @@ pub struct Proc {
     pub args: Vec<String>,
     /// Open files: (target, opened for writing). `None` where `/proc/PID/fd` is not ours to read.
     pub files: Option<Vec<(PathBuf, bool)>>,
+    pub cwd: Option<PathBuf>,
 }
 
 impl Proc {
@@ -70,6 +71,7 @@ fn read(pid: u32) -> Option<Proc> {
         ppid,
         args,
         files,
+        cwd: std::fs::read_link(base.join("cwd")).ok(),
     })
 }
 
@@ -105,11 +107,22 @@ pub fn driver(procs: &[Proc], logs: &[PathBuf]) -> Option<DiscoveredProcess> {
     })
 }
 
-/// The first SGLang or vLLM server among `procs` (the lowest pid: the launcher rather than its
-/// forked workers, which share its command line).
-pub fn server(procs: &[Proc]) -> Option<DiscoveredServer> {
-    procs.iter().find_map(|p| {
-        let engine = engine(&p.args)?;
+/// The SGLang or vLLM server among `procs`: one tied to the run folder (started there, named
+/// in its arguments, or logging into it) before any other, then the lowest pid (the launcher
+/// rather than its forked workers, which share its command line).
+pub fn server(procs: &[Proc], run_dir: &Path) -> Option<DiscoveredServer> {
+    let mut servers: Vec<(&Proc, &'static str)> = procs
+        .iter()
+        .filter_map(|p| Some((p, engine(&p.args)?)))
+        .collect();
+    let tied = |p: &Proc| {
+        let dir = run_dir.to_string_lossy();
+        p.cwd.as_deref().is_some_and(|c| c.starts_with(run_dir))
+            || p.args.iter().any(|a| a.contains(dir.as_ref()))
+            || stdout_file(p.pid).is_some_and(|f| f.starts_with(run_dir))
+    };
+    servers.sort_by_key(|(p, _)| (!tied(p), p.pid));
+    servers.into_iter().next().map(|(p, engine)| {
         let value = |flag: &str| {
             let eq = format!("{flag}=");
             p.args.iter().enumerate().find_map(|(i, a)| {
@@ -137,14 +150,14 @@ pub fn server(procs: &[Proc]) -> Option<DiscoveredServer> {
         let base = format!("http://{host}:{port}");
         let metrics = metrics_always || p.args.iter().any(|a| a == "--enable-metrics");
         let log = p.files.as_ref().and_then(|_| stdout_file(p.pid));
-        Some(DiscoveredServer {
+        DiscoveredServer {
             pid: p.pid,
             engine: engine.to_owned(),
             command: p.command(),
             health_url: format!("{base}/health"),
             metrics_url: metrics.then(|| format!("{base}/metrics")),
             log: log.map(|l| l.display().to_string()),
-        })
+        }
     })
 }
 
@@ -222,19 +235,27 @@ mod tests {
             ppid: 1,
             args: args(line),
             files: None,
+            cwd: None,
         };
-        let s = server(&[proc("python -m sglang.launch_server --model-path m")]).unwrap();
+        let s = server(
+            &[proc("python -m sglang.launch_server --model-path m")],
+            Path::new("/run"),
+        )
+        .unwrap();
         assert_eq!(s.health_url, "http://127.0.0.1:30000/health");
         assert_eq!(s.metrics_url, None, "SGLang serves metrics only when asked");
-        let s = server(&[proc(
-            "python -m sglang.launch_server --host 0.0.0.0 --port=31000 --enable-metrics",
-        )])
+        let s = server(
+            &[proc(
+                "python -m sglang.launch_server --host 0.0.0.0 --port=31000 --enable-metrics",
+            )],
+            Path::new("/run"),
+        )
         .unwrap();
         assert_eq!(
             s.metrics_url.as_deref(),
             Some("http://127.0.0.1:31000/metrics")
         );
-        let s = server(&[proc("vllm serve m --host ::1")]).unwrap();
+        let s = server(&[proc("vllm serve m --host ::1")], Path::new("/run")).unwrap();
         assert_eq!(s.health_url, "http://[::1]:8000/health");
         assert_eq!(s.metrics_url.as_deref(), Some("http://[::1]:8000/metrics"));
     }
@@ -247,11 +268,12 @@ mod tests {
             ppid,
             args: vec![format!("p{pid}")],
             files: Some(vec![(log.clone(), w)]),
+            cwd: None,
         };
         let procs = [proc(10, 1, true), proc(11, 10, true), proc(12, 1, false)];
-        assert_eq!(driver(&procs, &[log.clone()]).unwrap().pid, 11);
+        assert_eq!(driver(&procs, std::slice::from_ref(&log)).unwrap().pid, 11);
         assert!(
-            driver(&[proc(12, 1, false)], &[log.clone()]).is_none(),
+            driver(&[proc(12, 1, false)], std::slice::from_ref(&log)).is_none(),
             "a reader is not the driver"
         );
         assert!(fdinfo_flags_writable());
