@@ -279,3 +279,38 @@ fn counts_resume_across_a_sidecar_kill() {
         Some(80.0)
     );
 }
+
+#[test]
+fn a_file_two_output_globs_match_is_counted_once_and_said_so() {
+    let dir = temp_dir();
+    let folder = dir.path().join("B1_glaive");
+    std::fs::create_dir(&folder).unwrap();
+    let records: String = (0..7).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    std::fs::write(folder.join("raw_responses.jsonl"), records).unwrap();
+    let wide = format!("{}/*/raw_responses.jsonl", dir.path().display());
+    let narrow = format!("{}/B1_glaive/*.jsonl", dir.path().display());
+    let out = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--once",
+            "--gpu",
+            "off",
+            "--outputs",
+            &wide,
+            "--outputs",
+            &narrow,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let m = Metrics(String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        m.partition("pulse_output_records_total", "B1_glaive"),
+        Some(7.0)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is also matched by outputs[1]; it is followed once, as outputs[0]"),
+        "{stderr}"
+    );
+}

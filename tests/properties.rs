@@ -349,6 +349,43 @@ proptest! {
         }
     }
 
+    /// Any JSON pointer (escapes, indexes, the root) finds in a record what serde_json's
+    /// `Value::pointer` finds there.
+    #[test]
+    fn any_pointer_finds_what_serde_json_finds(
+        value in json_value(),
+        pointer in prop_oneof![
+            Just(String::new()),
+            "(/([a-z_]{1,10}|[0-9]{1,2}|~[01]|[a-z~/]{0,4})){1,4}",
+        ],
+    ) {
+        let pointers = Pointers {
+            tokens: vec![pointer.clone()],
+            ..Pointers::default()
+        };
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let facts = Inspector::new(&pointers).inspect(&bytes);
+        let expected = value
+            .is_object()
+            .then(|| value.pointer(&pointer))
+            .flatten()
+            .and_then(|v| match v {
+                serde_json::Value::Number(n) => n.as_u64().or_else(|| {
+                    n.as_f64()
+                        .filter(|f| *f >= 0.0 && f.is_finite())
+                        .map(|f| f.round() as u64)
+                }),
+                serde_json::Value::String(s) => s
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| *f >= 0.0 && f.is_finite())
+                    .map(|f| f.round() as u64),
+                _ => None,
+            })
+            .filter(|n| *n <= MAX_RECORD_TOKENS);
+        prop_assert_eq!(facts.tokens, expected, "{} at {:?}", value, pointer);
+    }
+
     /// Any TOML document built from the real keys and values of any type: validation returns
     /// a config or an error naming a key, and never panics.
     #[test]
