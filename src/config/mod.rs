@@ -602,68 +602,33 @@ pub struct Span {
     pub max: Duration,
 }
 
-const fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+/// A range of milliseconds.
+const fn span(min: u64, max: u64) -> Span {
+    Span {
+        min: Duration::from_millis(min),
+        max: Duration::from_millis(max),
+    }
 }
 
 const MINUTE: u64 = 60_000;
 const HOUR: u64 = 60 * MINUTE;
 const DAY: u64 = 24 * HOUR;
 
-pub const POLL_INTERVAL: Span = Span {
-    min: ms(10),
-    max: ms(MINUTE),
-};
-pub const HEADER_READ_TIMEOUT: Span = Span {
-    min: ms(100),
-    max: ms(10 * MINUTE),
-};
-pub const SNAPSHOT_INTERVAL: Span = Span {
-    min: ms(100),
-    max: ms(HOUR),
-};
-pub const GPU_INTERVAL: Span = Span {
-    min: ms(100),
-    max: ms(HOUR),
-};
-pub const PROBE_INTERVAL: Span = Span {
-    min: ms(100),
-    max: ms(HOUR),
-};
-pub const PROBE_TIMEOUT: Span = Span {
-    min: ms(100),
-    max: ms(5 * MINUTE),
-};
-pub const ALERT_INTERVAL: Span = Span {
-    min: ms(50),
-    max: ms(HOUR),
-};
-pub const REPEAT_INTERVAL: Span = Span {
-    min: ms(MINUTE),
-    max: ms(30 * DAY),
-};
-pub const SMTP_TIMEOUT: Span = Span {
-    min: ms(100),
-    max: ms(10 * MINUTE),
-};
-pub const RETRY_BACKOFF: Span = Span {
-    min: ms(100),
-    max: ms(HOUR),
-};
+pub const POLL_INTERVAL: Span = span(10, MINUTE);
+pub const HEADER_READ_TIMEOUT: Span = span(100, 10 * MINUTE);
+pub const SNAPSHOT_INTERVAL: Span = span(100, HOUR);
+pub const GPU_INTERVAL: Span = span(100, HOUR);
+pub const PROBE_INTERVAL: Span = span(100, HOUR);
+pub const PROBE_TIMEOUT: Span = span(100, 5 * MINUTE);
+pub const ALERT_INTERVAL: Span = span(50, HOUR);
+pub const REPEAT_INTERVAL: Span = span(MINUTE, 30 * DAY);
+pub const SMTP_TIMEOUT: Span = span(100, 10 * MINUTE);
+pub const RETRY_BACKOFF: Span = span(100, HOUR);
 /// `Stalled` and `ServerHung` thresholds. The floor is low because the demo and the tests run
 /// a compressed clock; a real run would not use less than a minute.
-pub const SILENCE_THRESHOLD: Span = Span {
-    min: ms(100),
-    max: ms(30 * DAY),
-};
-pub const DISCOVER_INTERVAL: Span = Span {
-    min: ms(1000),
-    max: ms(HOUR),
-};
-pub const RULE_FOR: Span = Span {
-    min: ms(0),
-    max: ms(30 * DAY),
-};
+pub const SILENCE_THRESHOLD: Span = span(100, 30 * DAY);
+pub const DISCOVER_INTERVAL: Span = span(1000, HOUR);
+pub const RULE_FOR: Span = span(0, 30 * DAY);
 
 /// The range of a byte-size key.
 pub const MAX_LINE_BYTES: (usize, usize) = (256, 1 << 30);
