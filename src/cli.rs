@@ -124,6 +124,9 @@ pub struct RunArgs {
     /// Also export GPU memory per process.
     #[arg(long)]
     pub gpu_processes: bool,
+    /// Load NVML from this file instead of libnvidia-ml.so.1 from the library path.
+    #[arg(long, value_name = "PATH")]
+    pub nvml_library: Option<PathBuf>,
     /// The driver process: a piece of its command line, e.g. run_inference.py.
     #[arg(long, value_name = "TEXT")]
     pub process_match: Option<String>,
@@ -203,6 +206,9 @@ impl RunArgs {
         }
         if self.gpu_processes {
             raw.gpu_processes = Some(true);
+        }
+        if let Some(path) = &self.nvml_library {
+            raw.nvml_library = Some(path.clone());
         }
         if let Some(text) = &self.process_match {
             raw.process_match = Some(text.clone());

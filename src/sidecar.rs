@@ -63,7 +63,7 @@ fn gpu_reader(
             tracing::info!("GPUs are simulated: eight GPUs named \"simulated\"");
             Ok(Some(Box::new(Simulated::new(8))))
         }
-        GpuMode::Auto | GpuMode::On => match NvmlReader::init() {
+        GpuMode::Auto | GpuMode::On => match NvmlReader::init(config.nvml_library.as_deref()) {
             Ok(reader) => {
                 if let Err(e) = start_xid_watcher(reader.nvml(), run.clone()) {
                     tracing::warn!("GPU XID errors are not counted: {e}");

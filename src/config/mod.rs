@@ -114,6 +114,9 @@ pub struct RawConfig {
     pub gpu: Option<GpuMode>,
     pub gpu_interval: Option<String>,
     pub gpu_processes: Option<bool>,
+    /// Load NVML from this file instead of `libnvidia-ml.so.1` from the library path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvml_library: Option<PathBuf>,
     pub process_match: Option<String>,
     pub pid_file: Option<PathBuf>,
     pub server_health_url: Option<String>,
@@ -198,6 +201,7 @@ pub struct Config {
     pub gpu: GpuMode,
     pub gpu_interval: Duration,
     pub gpu_processes: bool,
+    pub nvml_library: Option<PathBuf>,
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
     pub alerts: AlertConfig,
@@ -358,6 +362,7 @@ impl RawConfig {
             gpu: self.gpu.unwrap_or_default(),
             gpu_interval,
             gpu_processes: self.gpu_processes.unwrap_or(false),
+            nvml_library: self.nvml_library.clone(),
             probes,
             probe_interval,
             alerts,

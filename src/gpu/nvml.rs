@@ -16,12 +16,19 @@ pub struct NvmlReader {
 }
 
 impl NvmlReader {
-    pub fn init() -> Result<NvmlReader, String> {
-        Nvml::init()
+    /// NVML from `library`, or `libnvidia-ml.so.1` from the library path: one code path,
+    /// nvml-wrapper's builder, for the real library and the tests' scripted one.
+    pub fn init(library: Option<&std::path::Path>) -> Result<NvmlReader, String> {
+        let mut builder = Nvml::builder();
+        if let Some(path) = library {
+            builder.lib_path(path.as_os_str());
+        }
+        builder
+            .init()
             .map(|nvml| NvmlReader {
                 nvml: Arc::new(nvml),
             })
-            .map_err(|e| format!("NVML is not available ({e}); is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path?"))
+            .map_err(|e| diagnose(&e, library))
     }
 
     pub fn nvml(&self) -> Arc<Nvml> {
@@ -46,6 +53,23 @@ impl GpuReader for NvmlReader {
             devices,
             at: 0.0,
         })
+    }
+}
+
+/// What an init failure means for the person reading the log.
+fn diagnose(e: &NvmlError, library: Option<&std::path::Path>) -> String {
+    match e {
+        NvmlError::LibRmVersionMismatch => format!(
+            "NVML cannot start: the NVIDIA driver loaded in the kernel and its user-space library ({e}) are different versions; this usually means the driver was upgraded and the node needs a reboot (or the old kernel module unloaded)"
+        ),
+        NvmlError::DriverNotLoaded => {
+            format!("NVML cannot start: the NVIDIA kernel driver is not loaded ({e})")
+        }
+        NvmlError::LibloadingError(_) => match library {
+            Some(path) => format!("cannot load NVML from {} ({e})", path.display()),
+            None => format!("NVML is not available ({e}); is the NVIDIA driver installed and libnvidia-ml.so.1 on the library path?"),
+        },
+        _ => format!("NVML cannot start ({e})"),
     }
 }
 
