@@ -124,6 +124,10 @@ pub struct RunArgs {
     /// Also export GPU memory per process.
     #[arg(long)]
     pub gpu_processes: bool,
+    /// The most one reading of the GPUs may take; past it their figures are stale, not
+    /// exported, and GpuHung fires [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub gpu_timeout: Option<String>,
     /// Load NVML from this file instead of libnvidia-ml.so.1 from the library path.
     #[arg(long, value_name = "PATH")]
     pub nvml_library: Option<PathBuf>,
@@ -206,6 +210,9 @@ impl RunArgs {
         }
         if self.gpu_processes {
             raw.gpu_processes = Some(true);
+        }
+        if let Some(timeout) = &self.gpu_timeout {
+            raw.gpu_timeout = Some(timeout.clone());
         }
         if let Some(path) = &self.nvml_library {
             raw.nvml_library = Some(path.clone());

@@ -65,7 +65,7 @@ fn gpu_reader(
         }
         GpuMode::Auto | GpuMode::On => match NvmlReader::init(config.nvml_library.as_deref()) {
             Ok(reader) => {
-                if let Err(e) = start_xid_watcher(reader.nvml(), run.clone()) {
+                if let Err(e) = start_xid_watcher(config.nvml_library.clone(), run.clone()) {
                     tracing::warn!("GPU XID errors are not counted: {e}");
                 }
                 Ok(Some(Box::new(reader)))
@@ -97,7 +97,13 @@ pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     logs.save_snapshot();
     outputs.save_snapshot();
     if let Some(reader) = gpu_reader(config, &run)? {
-        GpuSource::new(reader, run.clone(), config.gpu_processes).poll();
+        GpuSource::new(
+            reader,
+            run.clone(),
+            config.gpu_processes,
+            config.gpu_timeout,
+        )
+        .poll();
     }
     if !config.probes.is_empty() {
         let mut probes = Probes::new(config.probes.clone(), run.clone());
@@ -199,7 +205,12 @@ pub async fn serve(
         )?,
     ];
     if let Some(reader) = gpus {
-        let source = GpuSource::new(reader, run.clone(), config.gpu_processes);
+        let source = GpuSource::new(
+            reader,
+            run.clone(),
+            config.gpu_processes,
+            config.gpu_timeout,
+        );
         running.push(start(
             "gpu-source",
             source,

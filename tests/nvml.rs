@@ -158,3 +158,151 @@ fn an_init_failure_says_what_it_means() {
         "{stderr}"
     );
 }
+
+/// A sidecar reading the scripted GPUs, serving.
+fn sidecar(dir: &Path, script: &str, extra: &[&str]) -> Sidecar {
+    let path = dir.join("nvml.json");
+    std::fs::write(&path, script).unwrap();
+    let lib = fake_nvml().display().to_string();
+    let mut args = vec![
+        "--gpu",
+        "on",
+        "--nvml-library",
+        lib.as_str(),
+        "--gpu-interval",
+        "200ms",
+        "--alert-interval",
+        "100ms",
+    ];
+    args.extend_from_slice(extra);
+    // The scripted library reads its script from the environment of the process that loads it.
+    Sidecar::run_with_env(&args, &[("FAKE_NVML_SCRIPT", &path)])
+}
+
+#[test]
+fn a_hung_nvml_call_makes_the_figures_stale_not_frozen_and_recovers() {
+    let dir = temp_dir();
+    // Every call blocks from 2 s to 8 s after the library starts.
+    let script = eight_gpus(r#","faults":[{"kind":"block","at":2,"until":8}]"#);
+    let s = sidecar(dir.path(), &script, &["--gpu-timeout", "1s"]);
+    let up = "collector=\"gpu\"";
+    s.wait_metrics("the GPUs read", |m| {
+        m.get("pulse_collector_up", up) == Some(1.0)
+    });
+    // While the call hangs, /metrics still answers: the collector is down, the gauges gone,
+    // and the last sample's time says when they were true.
+    let m = s.wait_metrics("the deadline to pass", |m| {
+        m.get("pulse_collector_up", up) == Some(0.0)
+    });
+    assert!(!m.0.contains("pulse_gpu_utilization_ratio{"), "{}", m.0);
+    assert!(m
+        .get("pulse_gpu_last_sample_timestamp_seconds", "")
+        .is_some());
+    assert!(
+        m.has_line_starting("pulse_gpu_info{gpu=\"0\""),
+        "the inventory stays"
+    );
+    wait_for("GpuHung to fire", || {
+        get_json(s.addr, "/status").is_some_and(|st| {
+            st["alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["alert"] == "GpuHung" && a["firing"] == true)
+        })
+    });
+    // The block ends at 8 s: the figures come back.
+    let m = s.wait_metrics("NVML to answer again", |m| {
+        m.get("pulse_collector_up", up) == Some(1.0)
+            && m.get(
+                "pulse_gpu_utilization_ratio",
+                "gpu=\"0\",uuid=\"GPU-00000000-fake\"",
+            ) == Some(0.8)
+    });
+    assert!(m
+        .get("pulse_gpu_last_sample_timestamp_seconds", "")
+        .is_some());
+    s.wait_log("NVML answers again");
+}
+
+#[test]
+fn a_lost_gpu_is_emailed_with_its_xid_and_pci_id_and_the_others_are_still_read() {
+    let dir = temp_dir();
+    let smtp =
+        common::smtp::SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let url = format!("smtp://127.0.0.1:{}?tls=none", smtp.port);
+    // GPU 3 falls off the bus at 1 s (XID 79) and is back at 6 s; GPU 5 reports XID 48 and a
+    // code outside the documented ones.
+    let script = eight_gpus(
+        r#","faults":[{"kind":"lost","gpu":3,"at":1,"until":6},{"kind":"xid","gpu":3,"code":79,"at":1},
+        {"kind":"xid","gpu":5,"code":48,"at":1},{"kind":"xid","gpu":5,"code":999,"at":1}]"#,
+    );
+    let s = sidecar(
+        dir.path(),
+        &script,
+        &[
+            "--gpu-processes",
+            "--smtp",
+            &url,
+            "--email-to",
+            "oncall@example.com",
+        ],
+    );
+    let gpu3 = "gpu=\"3\",uuid=\"GPU-00000003-fake\"";
+    let m = s.wait_metrics("GPU 3 lost", |m| m.get("pulse_gpu_up", gpu3) == Some(0.0));
+    assert_eq!(
+        m.get("pulse_gpu_up", "gpu=\"2\",uuid=\"GPU-00000002-fake\""),
+        Some(1.0)
+    );
+    assert_eq!(
+        m.get(
+            "pulse_gpu_utilization_ratio",
+            "gpu=\"2\",uuid=\"GPU-00000002-fake\""
+        ),
+        Some(0.82),
+        "the others are still read"
+    );
+    assert!(
+        !m.0.contains(&format!("pulse_gpu_utilization_ratio{{{gpu3}}}")),
+        "{}",
+        m.0
+    );
+    assert!(m.has_line_starting("pulse_gpu_info{gpu=\"3\",uuid=\"GPU-00000003-fake\""));
+    let m = s.wait_metrics("the XIDs counted", |m| {
+        m.get("pulse_gpu_xid_errors_total", &format!("{gpu3},xid=\"79\"")) == Some(1.0)
+            && m.get(
+                "pulse_gpu_xid_errors_total",
+                "gpu=\"5\",uuid=\"GPU-00000005-fake\",xid=\"other\"",
+            ) == Some(1.0)
+    });
+    assert_eq!(
+        m.get(
+            "pulse_gpu_xid_errors_total",
+            "gpu=\"5\",uuid=\"GPU-00000005-fake\",xid=\"48\""
+        ),
+        Some(1.0)
+    );
+    let mails = common::smtp::wait_messages(&smtp.maildir, 1);
+    let lost = mails
+        .iter()
+        .find(|m| common::smtp::subject(m).contains("FIRING GpuLost"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no GpuLost email: {:?}",
+                mails
+                    .iter()
+                    .map(|m| common::smtp::subject(m))
+                    .collect::<Vec<_>>()
+            )
+        });
+    let body = lost.replace("=\r\n", "").replace("=\n", "");
+    assert!(body.contains("last XID 79"), "{body}");
+    assert!(body.contains("PCI 00000000:1B:00.0"), "{body}");
+    assert!(
+        body.contains("pid 4003"),
+        "the processes that were on it: {body}"
+    );
+    // At 6 s the GPU is back; the reader has initialised NVML again on the way.
+    s.wait_metrics("GPU 3 back", |m| m.get("pulse_gpu_up", gpu3) == Some(1.0));
+    s.wait_log("NVML initialised again");
+}

@@ -25,6 +25,8 @@ pub enum AlertName {
     ServerDown,
     GpusIdle,
     GpuMissing,
+    GpuLost,
+    GpuHung,
     ErrorRateHigh,
     EmptyResponses,
     ThroughputDrop,
@@ -34,7 +36,7 @@ pub enum AlertName {
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 13] = [
+    pub const ALL: [AlertName; 15] = [
         AlertName::Stalled,
         AlertName::LogSilent,
         AlertName::ServerHung,
@@ -42,6 +44,8 @@ impl AlertName {
         AlertName::ServerDown,
         AlertName::GpusIdle,
         AlertName::GpuMissing,
+        AlertName::GpuLost,
+        AlertName::GpuHung,
         AlertName::ErrorRateHigh,
         AlertName::EmptyResponses,
         AlertName::ThroughputDrop,
@@ -59,6 +63,8 @@ impl AlertName {
             AlertName::ServerDown => "ServerDown",
             AlertName::GpusIdle => "GpusIdle",
             AlertName::GpuMissing => "GpuMissing",
+            AlertName::GpuLost => "GpuLost",
+            AlertName::GpuHung => "GpuHung",
             AlertName::ErrorRateHigh => "ErrorRateHigh",
             AlertName::EmptyResponses => "EmptyResponses",
             AlertName::ThroughputDrop => "ThroughputDrop",

@@ -48,6 +48,8 @@ impl Default for Rules {
             (AlertName::ServerDown, rule(0.0, 120.0)),
             (AlertName::GpusIdle, rule(0.05, 600.0)),
             (AlertName::GpuMissing, rule(0.0, 60.0)),
+            (AlertName::GpuLost, rule(0.0, 0.0)),
+            (AlertName::GpuHung, rule(0.0, 0.0)),
             (AlertName::ErrorRateHigh, rule(0.05, 60.0)),
             (AlertName::EmptyResponses, rule(0.02, 60.0)),
             (AlertName::ThroughputDrop, rule(0.5, 0.0)),
@@ -263,12 +265,62 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
             );
         }
     }
+    if let (Some(since), true) = (run.gpu_hung_since, on(AlertName::GpuHung)) {
+        let last = run.gpus.as_ref().map_or("no reading yet".to_owned(), |g| {
+            format!("the last reading is {} old", human(now - g.at))
+        });
+        push(
+            AlertName::GpuHung,
+            None,
+            format!("an NVML call has not returned for {}", human(now - since)),
+            format!("The GPU sampler is past its deadline ({last}): NVML is wedged, as it is when a GPU falls off the bus or the driver hangs. GPU figures are not exported until it answers; check dmesg for XID errors and nvidia-smi."),
+        );
+    }
     if let Some(gpus) = &run.gpus {
+        let lost: Vec<_> = gpus.devices.iter().filter(|g| g.lost).collect();
+        if on(AlertName::GpuLost) && !lost.is_empty() {
+            let each: Vec<String> = lost
+                .iter()
+                .map(|g| {
+                    let xid = run
+                        .last_xid
+                        .get(&g.uuid)
+                        .map_or("no XID seen".to_owned(), |x| format!("last XID {x}"));
+                    let procs = if g.processes.is_empty() {
+                        "no processes recorded".to_owned()
+                    } else {
+                        let list: Vec<String> = g
+                            .processes
+                            .iter()
+                            .map(|p| format!("pid {} {}", p.pid, p.name))
+                            .collect();
+                        format!("processes on it: {}", list.join(", "))
+                    };
+                    format!(
+                        "GPU {} ({}, PCI {}): {xid}; {procs}.",
+                        g.index, g.uuid, g.pci_bus_id
+                    )
+                })
+                .collect();
+            let indexes: Vec<String> = lost.iter().map(|g| g.index.to_string()).collect();
+            push(
+                AlertName::GpuLost,
+                None,
+                format!("GPU {} lost", indexes.join(", ")),
+                format!(
+                    "NVML says the GPU is lost (fallen off the bus) or every query of it fails. {} A lost GPU needs a reset or a reboot; the work on it is gone.",
+                    each.join(" ")
+                ),
+            );
+        }
         let active = run.any_active();
         let threshold = rules.get(AlertName::GpusIdle).threshold;
-        let idle = !gpus.devices.is_empty()
-            && gpus
-                .devices
+        // A lost GPU's figures are its last ones, and a stale reading's are old: neither says
+        // the GPUs are idle now.
+        let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.lost).collect();
+        let idle = run.gpu_hung_since.is_none()
+            && !readable.is_empty()
+            && readable
                 .iter()
                 .all(|g| g.utilization.is_some_and(|u| u < threshold));
         if on(AlertName::GpusIdle) && active && idle {

@@ -222,6 +222,8 @@ pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
             ThresholdKind::None("LogSilent has no threshold of its own: it uses the Stalled one")
         }
         AlertName::ProcessExited
+        | AlertName::GpuLost
+        | AlertName::GpuHung
         | AlertName::ServerDown
         | AlertName::PartitionFinished
         | AlertName::RunFinished => {

@@ -114,6 +114,9 @@ pub struct RawConfig {
     pub gpu: Option<GpuMode>,
     pub gpu_interval: Option<String>,
     pub gpu_processes: Option<bool>,
+    /// The most one reading of the GPUs may take before its figures count as stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_timeout: Option<String>,
     /// Load NVML from this file instead of `libnvidia-ml.so.1` from the library path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvml_library: Option<PathBuf>,
@@ -201,6 +204,7 @@ pub struct Config {
     pub gpu: GpuMode,
     pub gpu_interval: Duration,
     pub gpu_processes: bool,
+    pub gpu_timeout: Duration,
     pub nvml_library: Option<PathBuf>,
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
@@ -327,6 +331,12 @@ impl RawConfig {
             DEFAULT_GPU_INTERVAL,
             GPU_INTERVAL,
         )?;
+        let gpu_timeout = duration(
+            "gpu_timeout",
+            self.gpu_timeout.as_deref(),
+            "10s",
+            GPU_TIMEOUT,
+        )?;
         let probe_interval = duration(
             "probe_interval",
             self.probe_interval.as_deref(),
@@ -362,6 +372,7 @@ impl RawConfig {
             gpu: self.gpu.unwrap_or_default(),
             gpu_interval,
             gpu_processes: self.gpu_processes.unwrap_or(false),
+            gpu_timeout,
             nvml_library: self.nvml_library.clone(),
             probes,
             probe_interval,
@@ -560,6 +571,7 @@ impl Config {
         raw.gpu = Some(self.gpu);
         raw.gpu_interval = d(self.gpu_interval);
         raw.gpu_processes = Some(self.gpu_processes);
+        raw.gpu_timeout = d(self.gpu_timeout);
         raw.probe_interval = d(self.probe_interval);
         raw.probe_timeout = d(self.probes.timeout);
         raw.alert_interval = d(self.alerts.interval);
@@ -623,6 +635,7 @@ pub const POLL_INTERVAL: Span = span(10, MINUTE);
 pub const HEADER_READ_TIMEOUT: Span = span(100, 10 * MINUTE);
 pub const SNAPSHOT_INTERVAL: Span = span(100, HOUR);
 pub const GPU_INTERVAL: Span = span(100, HOUR);
+pub const GPU_TIMEOUT: Span = span(100, 10 * MINUTE);
 pub const PROBE_INTERVAL: Span = span(100, HOUR);
 pub const PROBE_TIMEOUT: Span = span(100, 5 * MINUTE);
 pub const ALERT_INTERVAL: Span = span(50, HOUR);

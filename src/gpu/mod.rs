@@ -13,8 +13,8 @@ pub use simulated::Simulated;
 use crate::clock;
 use crate::model::Run;
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Where GPU readings come from: NVML, or a simulation.
 pub trait GpuReader: Send + 'static {
@@ -22,32 +22,97 @@ pub trait GpuReader: Send + 'static {
     fn read(&mut self, processes: bool) -> Result<GpuReading, String>;
 }
 
-/// Samples the GPUs into the model.
+/// Samples the GPUs into the model. The reader runs on a worker thread of its own and each
+/// reading has a deadline: an NVML call that hangs (a GPU falling off the bus can do that for
+/// minutes) must not freeze the figures while everything looks fine. Past the deadline the
+/// collector is down, the last reading is marked stale (its gauges are not exported) and the
+/// `GpuHung` alert has the evidence; the reading that finally comes back recovers it all.
 pub struct GpuSource {
-    reader: Box<dyn GpuReader>,
+    requests: mpsc::Sender<bool>,
+    results: mpsc::Receiver<(Result<GpuReading, String>, f64)>,
     run: Arc<Mutex<Run>>,
     processes: bool,
+    timeout: Duration,
+    /// When the reading in flight was asked for.
+    asked: Option<Instant>,
     problem: Option<String>,
 }
 
 impl GpuSource {
-    pub fn new(reader: Box<dyn GpuReader>, run: Arc<Mutex<Run>>, processes: bool) -> GpuSource {
+    pub fn new(
+        mut reader: Box<dyn GpuReader>,
+        run: Arc<Mutex<Run>>,
+        processes: bool,
+        timeout: Duration,
+    ) -> GpuSource {
         run.lock()
             .unwrap_or_else(|e| e.into_inner())
             .expect_collector("gpu");
+        let (requests, asks) = mpsc::channel::<bool>();
+        let (answers, results) = mpsc::channel();
+        // Ends when the source is dropped (its sender goes), once a hung call returns.
+        let _ = std::thread::Builder::new()
+            .name("gpu-reader".into())
+            .spawn(move || {
+                for processes in asks {
+                    let started = Instant::now();
+                    let result = reader.read(processes);
+                    if answers
+                        .send((result, started.elapsed().as_secs_f64()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
         GpuSource {
-            reader,
+            requests,
+            results,
             run,
             processes,
+            timeout,
+            asked: None,
             problem: None,
         }
     }
 
     pub fn poll(&mut self) {
-        let started = Instant::now();
-        let result = self.reader.read(self.processes);
-        let elapsed = started.elapsed().as_secs_f64();
+        let asked = *self.asked.get_or_insert_with(|| {
+            let _ = self.requests.send(self.processes);
+            Instant::now()
+        });
+        let left = self.timeout.saturating_sub(asked.elapsed());
+        match self.results.recv_timeout(left) {
+            Ok((result, elapsed)) => {
+                self.asked = None;
+                self.apply(result, elapsed);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => self.hung(asked),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.apply(Err("the GPU reader thread ended".into()), 0.0)
+            }
+        }
+    }
+
+    fn hung(&mut self, asked: Instant) {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let waited = asked.elapsed().as_secs_f64();
+        let since = clock::now() - waited;
+        if run.gpu_hung_since.is_none() {
+            tracing::warn!(
+                "an NVML call has not returned for {:?}: GPU figures are stale until it does",
+                self.timeout
+            );
+            run.gpu_hung_since = Some(since);
+        }
+        run.set_collector("gpu", false, waited);
+    }
+
+    fn apply(&mut self, result: Result<GpuReading, String>, elapsed: f64) {
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        if run.gpu_hung_since.take().is_some() {
+            tracing::info!("NVML answers again after {elapsed:.1}s");
+        }
         match result {
             Ok(mut reading) => {
                 reading.at = clock::now();

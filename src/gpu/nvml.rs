@@ -1,55 +1,139 @@
 //! The real GPUs, through NVML. `libnvidia-ml.so.1` is loaded at run time, so the binary
 //! builds and runs on machines without a GPU; there [`NvmlReader::init`] returns an error.
+//!
+//! What GPUs do to exporters, and what this reader does about it:
+//! - a GPU that falls off the bus (XID 79) answers `GPU_IS_LOST`: it keeps its inventory row
+//!   (the last name, UUID, PCI id and processes read) with `lost` set, and the others are read;
+//! - after repeated failed reads or a lost GPU, NVML is shut down and initialised again, with
+//!   backoff, so a driver reload or a GPU reset recovers without restarting the sidecar;
+//! - the XID watcher has its own NVML handle and registers again after an error.
+//!
+//! A call that hangs is the sampler's concern ([`super::GpuSource`] gives it a deadline).
 
 use super::{process_name, GpuProcess, GpuReader, GpuReading, GpuSample};
-use crate::model::Run;
+use crate::model::{xid_label, Run};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Failed reads in a row (or reads with a lost GPU) before NVML is initialised again.
+const REINIT_AFTER: u32 = 3;
+const BACKOFF_FIRST: Duration = Duration::from_secs(5);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 pub struct NvmlReader {
-    nvml: Arc<Nvml>,
+    nvml: Nvml,
+    library: Option<PathBuf>,
+    /// The last readable sample of each GPU, by index: a lost GPU's inventory row.
+    last: BTreeMap<u32, GpuSample>,
+    failures: u32,
+    next_reinit: Option<Instant>,
+    backoff: Duration,
 }
 
 impl NvmlReader {
     /// NVML from `library`, or `libnvidia-ml.so.1` from the library path: one code path,
     /// nvml-wrapper's builder, for the real library and the tests' scripted one.
-    pub fn init(library: Option<&std::path::Path>) -> Result<NvmlReader, String> {
-        let mut builder = Nvml::builder();
-        if let Some(path) = library {
-            builder.lib_path(path.as_os_str());
-        }
-        builder
-            .init()
-            .map(|nvml| NvmlReader {
-                nvml: Arc::new(nvml),
-            })
-            .map_err(|e| diagnose(&e, library))
+    pub fn init(library: Option<&Path>) -> Result<NvmlReader, String> {
+        Ok(NvmlReader {
+            nvml: open(library)?,
+            library: library.map(Path::to_owned),
+            last: BTreeMap::new(),
+            failures: 0,
+            next_reinit: None,
+            backoff: BACKOFF_FIRST,
+        })
     }
 
-    pub fn nvml(&self) -> Arc<Nvml> {
-        self.nvml.clone()
+    /// After repeated failures, shuts NVML down and initialises it again, no more often than
+    /// the backoff allows.
+    fn recover(&mut self) {
+        if self.failures < REINIT_AFTER || self.next_reinit.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        match open(self.library.as_deref()) {
+            Ok(nvml) => {
+                tracing::info!(
+                    "NVML initialised again after {} failed reads",
+                    self.failures
+                );
+                // The old handle's Drop shuts it down.
+                self.nvml = nvml;
+                self.failures = 0;
+                self.next_reinit = None;
+                self.backoff = BACKOFF_FIRST;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "initialising NVML again failed: {e}; next try in {:?}",
+                    self.backoff
+                );
+                self.next_reinit = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
     }
+}
+
+fn open(library: Option<&Path>) -> Result<Nvml, String> {
+    let mut builder = Nvml::builder();
+    if let Some(path) = library {
+        builder.lib_path(path.as_os_str());
+    }
+    builder.init().map_err(|e| diagnose(&e, library))
 }
 
 impl GpuReader for NvmlReader {
     fn read(&mut self, processes: bool) -> Result<GpuReading, String> {
-        let count = self.nvml.device_count().map_err(|e| e.to_string())?;
+        let count = match self.nvml.device_count() {
+            Ok(count) => count,
+            Err(e) => {
+                self.failures += 1;
+                self.recover();
+                return Err(e.to_string());
+            }
+        };
         let mut devices = Vec::with_capacity(count as usize);
+        let mut any_lost = false;
         for index in 0..count {
-            // A GPU that fell off the bus fails here; the others are still read, and the
-            // missing one shows as fewer GPUs.
-            match self.nvml.device_by_index(index) {
-                Ok(device) => devices.push(sample(index, &device, processes)),
-                Err(e) => tracing::debug!("GPU {index}: {e}"),
+            let read = self
+                .nvml
+                .device_by_index(index)
+                .and_then(|device| sample(index, &device, processes));
+            match read {
+                Ok(sample) => {
+                    self.last.insert(index, sample.clone());
+                    devices.push(sample);
+                }
+                Err(e) => {
+                    // Lost (or failing on every query): the last inventory row, marked so.
+                    tracing::debug!("GPU {index}: {e}");
+                    any_lost = true;
+                    let mut row = self.last.get(&index).cloned().unwrap_or(GpuSample {
+                        index,
+                        ..GpuSample::default()
+                    });
+                    row.lost = true;
+                    devices.push(row);
+                }
             }
         }
+        let driver_version = self.nvml.sys_driver_version().ok();
+        if any_lost {
+            self.failures += 1;
+            self.recover();
+        } else {
+            self.failures = 0;
+        }
         Ok(GpuReading {
-            driver_version: self.nvml.sys_driver_version().ok(),
+            driver_version,
             devices,
             at: 0.0,
         })
@@ -57,7 +141,7 @@ impl GpuReader for NvmlReader {
 }
 
 /// What an init failure means for the person reading the log.
-fn diagnose(e: &NvmlError, library: Option<&std::path::Path>) -> String {
+fn diagnose(e: &NvmlError, library: Option<&Path>) -> String {
     match e {
         NvmlError::LibRmVersionMismatch => format!(
             "NVML cannot start: the NVIDIA driver loaded in the kernel and its user-space library ({e}) are different versions; this usually means the driver was upgraded and the node needs a reboot (or the old kernel module unloaded)"
@@ -73,12 +157,15 @@ fn diagnose(e: &NvmlError, library: Option<&std::path::Path>) -> String {
     }
 }
 
-fn sample(index: u32, device: &Device<'_>, processes: bool) -> GpuSample {
+/// One GPU. Its UUID is asked first: a GPU that cannot say even that is lost, and the caller
+/// keeps its last inventory row. Any other query that fails leaves its field `None`.
+fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample, NvmlError> {
+    let uuid = device.uuid()?;
     let utilization = device.utilization_rates().ok();
     let memory = device.memory_info().ok();
-    GpuSample {
+    Ok(GpuSample {
         index,
-        uuid: device.uuid().unwrap_or_default(),
+        uuid,
         name: device.name().unwrap_or_default(),
         pci_bus_id: device.pci_info().map(|p| p.bus_id).unwrap_or_default(),
         utilization: utilization.as_ref().map(|u| f64::from(u.gpu) / 100.0),
@@ -115,61 +202,99 @@ fn sample(index: u32, device: &Device<'_>, processes: bool) -> GpuSample {
         } else {
             Vec::new()
         },
-    }
+        lost: false,
+    })
 }
 
-/// Counts critical XID errors per GPU, on a thread of its own: NVML's event wait blocks.
-/// Returns an error when the event set cannot be registered (not supported on every GPU or
-/// driver); the sampler works without it.
-pub fn start_xid_watcher(nvml: Arc<Nvml>, run: Arc<Mutex<Run>>) -> Result<(), String> {
+/// Counts critical XID errors per GPU and code, on a thread of its own (NVML's event wait
+/// blocks) with its own NVML handle. Returns an error when the first registration fails (not
+/// every GPU or driver supports it); the sampler works without it. After a later error it
+/// initialises and registers again, with backoff, instead of stopping for good.
+pub fn start_xid_watcher(library: Option<PathBuf>, run: Arc<Mutex<Run>>) -> Result<(), String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("gpu-xid".into())
         .spawn(move || {
-            let set = match register(&nvml) {
-                Ok(set) => {
-                    let _ = ready_tx.send(Ok(()));
-                    set
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
+            let mut ready = Some(ready_tx);
+            let mut backoff = BACKOFF_FIRST;
+            loop {
+                let watched: Result<(), String> = open(library.as_deref()).and_then(|nvml| {
+                    let (set, gpus) = register(&nvml)?;
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(Ok(()));
+                    }
+                    backoff = BACKOFF_FIRST;
+                    Err(watch(&set, &gpus, &run))
+                });
+                let Err(e) = watched else { continue };
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(Err(e));
                     return;
                 }
-            };
-            loop {
-                match set.wait(1000) {
-                    Ok(event) => {
-                        let uuid = event.device.uuid().unwrap_or_default();
-                        let xid = match event.event_data {
-                            Some(XidError::Value(v)) => v.to_string(),
-                            _ => "unknown".into(),
-                        };
-                        tracing::warn!("GPU {uuid}: critical XID error {xid}");
-                        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
-                        *run.xid_errors.entry(uuid).or_default() += 1;
-                    }
-                    Err(NvmlError::Timeout) => {}
-                    Err(e) => {
-                        tracing::warn!(
-                            "waiting for GPU XID events failed ({e}); no longer counting them"
-                        );
-                        return;
-                    }
-                }
+                tracing::warn!(
+                    "waiting for GPU XID events failed ({e}); registering again in {backoff:?}"
+                );
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         })
         .map_err(|e| e.to_string())?;
     ready_rx.recv().map_err(|e| e.to_string())?
 }
 
-fn register(nvml: &Nvml) -> Result<nvml_wrapper::EventSet<'_>, String> {
+/// Waits for events until an error other than a timeout; returns that error.
+fn watch(
+    set: &nvml_wrapper::EventSet<'_>,
+    gpus: &[(usize, u32, String)],
+    run: &Mutex<Run>,
+) -> String {
+    loop {
+        match set.wait(1000) {
+            Ok(event) => {
+                // SAFETY: the handle is only compared with those recorded at registration.
+                let handle = unsafe { event.device.handle() } as usize;
+                let (index, uuid) = gpus
+                    .iter()
+                    .find(|(h, _, _)| *h == handle)
+                    .map(|(_, i, u)| (i.to_string(), u.clone()))
+                    .unwrap_or_else(|| ("?".into(), event.device.uuid().unwrap_or_default()));
+                let code = match event.event_data {
+                    Some(XidError::Value(v)) => Some(v),
+                    _ => None,
+                };
+                tracing::warn!(
+                    "GPU {index} ({uuid}): critical XID error {}",
+                    code.map_or("of unknown code".to_owned(), |c| c.to_string())
+                );
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                let label = code.map_or_else(|| "other".to_owned(), xid_label);
+                *run.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
+                if let Some(code) = code {
+                    run.last_xid.insert(uuid, code);
+                }
+            }
+            Err(NvmlError::Timeout) => {}
+            Err(e) => return e.to_string(),
+        }
+    }
+}
+
+/// The event set, and each registered GPU's handle, index and UUID (a lost GPU's events still
+/// name it, though it can no longer say its UUID).
+type Registered<'n> = (nvml_wrapper::EventSet<'n>, Vec<(usize, u32, String)>);
+
+fn register(nvml: &Nvml) -> Result<Registered<'_>, String> {
     let mut set = nvml.create_event_set().map_err(|e| e.to_string())?;
     let count = nvml.device_count().map_err(|e| e.to_string())?;
+    let mut gpus = Vec::new();
     for index in 0..count {
         let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        // SAFETY: the handle is kept only to compare with the events' handles.
+        let handle = unsafe { device.handle() } as usize;
+        gpus.push((handle, index, device.uuid().unwrap_or_default()));
         set = device
             .register_events(EventTypes::CRITICAL_XID_ERROR, set)
             .map_err(|e| format!("GPU {index}: {}", e.error))?;
     }
-    Ok(set)
+    Ok((set, gpus))
 }

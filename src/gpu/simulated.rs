@@ -49,6 +49,7 @@ impl GpuReader for Simulated {
                     } else {
                         Vec::new()
                     },
+                    lost: false,
                 }
             })
             .collect();

@@ -82,6 +82,27 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             .iter()
             .map(|g| (g.index.to_string(), g.uuid.as_str()))
             .collect();
+        gauge(
+            enc,
+            "pulse_gpu_last_sample_timestamp_seconds",
+            "When the GPUs were last read: the time their exported figures are true.",
+            reading.at,
+        )?;
+        family(
+            enc,
+            "pulse_gpu_up",
+            "1 while the GPU can be read, 0 when NVML says it is lost or every query of it fails.",
+            MetricType::Gauge,
+            reading.devices.iter().zip(&ids).map(|(g, (index, uuid))| {
+                (
+                    [("gpu", index.as_str()), ("uuid", *uuid)],
+                    ConstGauge::new(if g.lost { 0.0 } else { 1.0 }),
+                )
+            }),
+        )?;
+        // A reading past the sampler's deadline is not exported as if it were true now: the
+        // gauges disappear, and pulse_gpu_last_sample_timestamp_seconds says when they held.
+        let fresh = run.gpu_hung_since.is_none();
         for (name, help, value) in GPU_GAUGES {
             family(
                 enc,
@@ -92,6 +113,7 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                     .devices
                     .iter()
                     .zip(&ids)
+                    .filter(|(g, _)| fresh && !g.lost)
                     .filter_map(|(g, (index, uuid))| {
                         Some((
                             [("gpu", index.as_str()), ("uuid", *uuid)],
@@ -103,14 +125,29 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
         family(
             enc,
             "pulse_gpu_xid_errors",
-            "Critical XID errors NVML reported for the GPU since the sidecar started.",
+            "Critical XID errors NVML reported for the GPU since the sidecar started, by code (the documented critical codes; any other as xid=\"other\").",
             MetricType::Counter,
-            ids.iter().map(|(index, uuid)| {
-                let n = run.xid_errors.get(*uuid).copied().unwrap_or(0);
-                (
-                    [("gpu", index.as_str()), ("uuid", *uuid)],
-                    ConstCounter::new(n),
-                )
+            ids.iter().flat_map(|(index, uuid)| {
+                let mut codes: Vec<(&str, u64)> = run
+                    .xid_errors
+                    .iter()
+                    .filter(|((u, _), _)| u == uuid)
+                    .map(|((_, xid), n)| (xid.as_str(), *n))
+                    .collect();
+                // A GPU without errors still has its series, at 0, so rate() works from the start.
+                if codes.is_empty() {
+                    codes.push(("other", 0));
+                }
+                codes.into_iter().map(move |(xid, n)| {
+                    (
+                        [
+                            ("gpu", index.clone()),
+                            ("uuid", (*uuid).to_owned()),
+                            ("xid", xid.to_owned()),
+                        ],
+                        ConstCounter::new(n),
+                    )
+                })
             }),
         )?;
         family(

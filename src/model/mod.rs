@@ -16,7 +16,7 @@ mod window;
 
 pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
-pub use gpu::{GpuProcess, GpuReading, GpuSample};
+pub use gpu::{xid_label, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
     Facts, InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals,
@@ -62,9 +62,16 @@ pub struct Run {
     /// The latest GPU reading; `None` until one succeeded.
     #[serde(skip)]
     pub gpus: Option<GpuReading>,
-    /// Critical XID errors per GPU UUID since the sidecar started.
+    /// Critical XID errors per (GPU UUID, code label) since the sidecar started.
     #[serde(skip)]
-    pub xid_errors: BTreeMap<String, u64>,
+    pub xid_errors: BTreeMap<(String, String), u64>,
+    /// The last XID code per GPU UUID, for the `GpuLost` email.
+    #[serde(skip)]
+    pub last_xid: BTreeMap<String, u64>,
+    /// The GPU sampler is past its deadline: an NVML call has not returned since this time.
+    /// The last reading is stale then, and its figures are not exported.
+    #[serde(skip)]
+    pub gpu_hung_since: Option<Seconds>,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     pub process: Option<ProcessState>,

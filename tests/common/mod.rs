@@ -36,7 +36,19 @@ impl Sidecar {
     }
 
     pub fn start(args: &[&str]) -> Sidecar {
+        Sidecar::start_with_env(args, &[])
+    }
+
+    /// `run ARGS` as [`Sidecar::run`] does, with these environment variables set.
+    pub fn run_with_env(args: &[&str], env: &[(&str, &Path)]) -> Sidecar {
+        let mut all = vec!["run", "--listen", "127.0.0.1:0", "--poll-interval", "20ms"];
+        all.extend_from_slice(args);
+        Sidecar::start_with_env(&all, env)
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &Path)]) -> Sidecar {
         let mut child = Command::new(BIN)
+            .envs(env.iter().copied())
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
