@@ -306,3 +306,96 @@ fn a_lost_gpu_is_emailed_with_its_xid_and_pci_id_and_the_others_are_still_read()
     s.wait_metrics("GPU 3 back", |m| m.get("pulse_gpu_up", gpu3) == Some(1.0));
     s.wait_log("NVML initialised again");
 }
+
+#[test]
+fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
+    let dir = temp_dir();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    // An inference server by its command line (found by --run-dir), and a leftover process.
+    let server = Killed(
+        Command::new(require_tool("python3", "python3"))
+            .args([
+                "-c",
+                "import time; time.sleep(120)",
+                "sglang.launch_server",
+                "--port",
+                "1",
+            ])
+            .current_dir(&run)
+            .spawn()
+            .unwrap(),
+    );
+    let stale = Killed(Command::new("sleep").arg("120").spawn().unwrap());
+    let (server_pid, stale_pid) = (server.0.id(), stale.0.id());
+    let gpus: Vec<String> = (0..8)
+        .map(|i| {
+            let pid = if i < 4 { server_pid } else { stale_pid };
+            format!(
+                r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","memory_total":100,"memory_used":50,"processes":[{{"pid":{pid},"used":50}}]}}"#,
+                0x18 + i
+            )
+        })
+        .collect();
+    let script = dir.path().join("nvml.json");
+    std::fs::write(
+        &script,
+        format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .env("FAKE_NVML_SCRIPT", &script)
+        .args([
+            "status",
+            "--json",
+            "--gpu",
+            "on",
+            "--gpu-processes",
+            "--run-dir",
+        ])
+        .arg(&run)
+        .arg("--nvml-library")
+        .arg(fake_nvml())
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let memory = status["gpu_memory"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(
+        memory,
+        format!(
+            "the server process (pid {server_pid}) holds memory on GPUs 0–3; GPUs 4–7 held by pid {stale_pid} (sleep), which is not the server nor the driver: a stale process from an earlier run?"
+        )
+    );
+    let exposition = Command::new(BIN)
+        .env("FAKE_NVML_SCRIPT", &script)
+        .args([
+            "run",
+            "--once",
+            "--gpu",
+            "on",
+            "--gpu-processes",
+            "--run-dir",
+        ])
+        .arg(&run)
+        .arg("--nvml-library")
+        .arg(fake_nvml())
+        .output()
+        .unwrap();
+    let m = Metrics(String::from_utf8_lossy(&exposition.stdout).into_owned());
+    assert!(
+        m.0.lines().any(
+            |l| l.starts_with("pulse_gpu_process_memory_used_bytes{gpu=\"0\"")
+                && l.contains(&format!("pid=\"{server_pid}\""))
+                && l.contains("role=\"server\"")
+        ),
+        "{}",
+        m.0
+    );
+    assert!(m.0.lines().any(
+        |l| l.starts_with("pulse_gpu_process_memory_used_bytes{gpu=\"7\"")
+            && l.contains("role=\"other\"")
+    ));
+}

@@ -213,6 +213,9 @@ fn node_lines(status: &Status) -> Vec<String> {
     if status.gpus.is_none() {
         lines.push("GPUs: not read".into());
     }
+    if let Some(memory) = &status.gpu_memory {
+        lines.push(format!("GPU memory: {memory}"));
+    }
     lines
 }
 

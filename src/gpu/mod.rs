@@ -116,6 +116,13 @@ impl GpuSource {
         match result {
             Ok(mut reading) => {
                 reading.at = clock::now();
+                let server = run
+                    .discovered
+                    .as_ref()
+                    .and_then(|d| d.server.as_ref())
+                    .map(|s| s.pid);
+                let driver = run.process.as_ref().and_then(|p| p.pid);
+                attribute(&mut reading, server, driver);
                 run.gpus = Some(reading);
                 run.set_collector("gpu", true, elapsed);
                 if self.problem.take().is_some() {
@@ -139,6 +146,54 @@ impl crate::source::Source for GpuSource {
     }
 
     fn save_snapshot(&mut self) {}
+}
+
+/// Marks each GPU process as the server's, the driver's, or neither's, by its ancestry:
+/// inference servers run their GPU work in child processes.
+fn attribute(reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>) {
+    if server.is_none() && driver.is_none() {
+        return;
+    }
+    for p in reading
+        .devices
+        .iter_mut()
+        .flat_map(|g| g.processes.iter_mut())
+    {
+        let role = if descends(p.pid, server) {
+            "server"
+        } else if descends(p.pid, driver) {
+            "driver"
+        } else {
+            "other"
+        };
+        p.role = Some(role.to_owned());
+    }
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants, from `/proc/PID/stat`.
+fn descends(mut pid: u32, ancestor: Option<u32>) -> bool {
+    let Some(ancestor) = ancestor else {
+        return false;
+    };
+    for _ in 0..64 {
+        if pid == ancestor {
+            return true;
+        }
+        let Some(parent) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                let after = s.get(s.rfind(')')? + 1..)?.to_owned();
+                after.split_whitespace().nth(1)?.parse::<u32>().ok()
+            })
+        else {
+            return false;
+        };
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
 }
 
 /// The name of a process, from `/proc/PID/comm`.

@@ -197,6 +197,7 @@ fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample,
                         UsedGpuMemory::Used(bytes) => bytes,
                         UsedGpuMemory::Unavailable => 0,
                     },
+                    role: None,
                 })
                 .collect()
         } else {

@@ -45,6 +45,7 @@ impl GpuReader for Simulated {
                             pid: SERVER_PID + i,
                             name: format!("sglang::scheduler_TP{i}"),
                             used_bytes: used,
+                            role: None,
                         }]
                     } else {
                         Vec::new()

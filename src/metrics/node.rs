@@ -153,7 +153,7 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
         family(
             enc,
             "pulse_gpu_process_memory_used_bytes",
-            "GPU memory used per process (with gpu_processes = true).",
+            "GPU memory used per process (with gpu_processes = true); role is server, driver or other when the server or driver is known.",
             MetricType::Gauge,
             reading
                 .devices
@@ -167,6 +167,7 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                                 ("uuid", (*uuid).to_owned()),
                                 ("pid", p.pid.to_string()),
                                 ("process", p.name.clone()),
+                                ("role", p.role.clone().unwrap_or_default()),
                             ],
                             ConstGauge::new(p.used_bytes as f64),
                         )

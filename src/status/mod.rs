@@ -43,6 +43,9 @@ pub struct Status {
     /// What `--run-dir` discovery found.
     #[serde(default)]
     pub discovered: Option<Discovered>,
+    /// Who holds GPU memory (with `gpu_processes`): the server, or a stale process.
+    #[serde(default)]
+    pub gpu_memory: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,6 +258,14 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
         previous,
         discovered: run.discovered.clone(),
+        gpu_memory: run.gpus.as_ref().and_then(|g| {
+            g.memory_summary(
+                run.discovered
+                    .as_ref()
+                    .and_then(|d| d.server.as_ref())
+                    .map(|s| s.pid),
+            )
+        }),
     }
 }
 

@@ -315,6 +315,7 @@ mod tests {
                 last_write: Some(0.0),
             }],
             discovered: None,
+            gpu_memory: None,
         }
     }
 
