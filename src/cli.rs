@@ -44,6 +44,13 @@ pub enum Command {
         /// The run's folder.
         dir: PathBuf,
     },
+    /// Initialise NVML, time every query the sampler makes on every GPU and register the
+    /// XID event set; prints a table (scripts/gpu-smoke.sh runs it on a real node).
+    GpuCheck {
+        /// Load NVML from this file instead of libnvidia-ml.so.1.
+        #[arg(long, value_name = "PATH")]
+        nvml_library: Option<PathBuf>,
+    },
     /// The demo's simulated pipeline (started by `demo`).
     #[command(hide = true)]
     DemoPipeline {

@@ -50,6 +50,15 @@ fn main() -> ExitCode {
             );
             Ok(())
         }
+        Command::GpuCheck { nvml_library } => {
+            match pipeline_pulse::gpu::check(nvml_library.as_deref()) {
+                Ok(table) => {
+                    print!("{table}");
+                    Ok(())
+                }
+                Err(e) => Err(anyhow::anyhow!(e)),
+            }
+        }
         Command::Demo(args) => run_demo(args),
         Command::DemoPipeline {
             dir,

@@ -399,3 +399,52 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
             && l.contains("role=\"other\"")
     ));
 }
+
+#[test]
+fn gpu_check_times_every_query_and_registers_the_event_set() {
+    let dir = temp_dir();
+    let script = dir.path().join("nvml.json");
+    std::fs::write(&script, eight_gpus("")).unwrap();
+    let out = Command::new(BIN)
+        .env("FAKE_NVML_SCRIPT", &script)
+        .args(["gpu-check", "--nvml-library"])
+        .arg(fake_nvml())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.contains("GPUs\t8"), "{table}");
+    for query in [
+        "uuid",
+        "name",
+        "pci",
+        "utilization",
+        "memory",
+        "temperature",
+        "power",
+        "power limit",
+        "sm clock",
+        "processes",
+    ] {
+        for gpu in 0..8 {
+            let row = format!("GPU {gpu} {query}\t");
+            let line = table
+                .lines()
+                .find(|l| l.starts_with(&row))
+                .unwrap_or_else(|| panic!("no {row:?} in {table}"));
+            assert!(line.contains(" ms\t") && !line.contains("error"), "{line}");
+        }
+    }
+    assert!(
+        table.contains("GPU 7 sm clock") && table.contains("1907 MHz"),
+        "{table}"
+    );
+    assert!(
+        table.contains("XID event set") && table.contains("8 GPUs registered"),
+        "{table}"
+    );
+}

@@ -7,7 +7,7 @@
 mod nvml;
 mod simulated;
 
-pub use nvml::{start_xid_watcher, NvmlReader};
+pub use nvml::{check, start_xid_watcher, NvmlReader};
 pub use simulated::Simulated;
 
 use crate::clock;

@@ -299,3 +299,85 @@ fn register(nvml: &Nvml) -> Result<Registered<'_>, String> {
     }
     Ok((set, gpus))
 }
+
+/// `gpu-check`: initialises NVML, times every query the sampler makes on every GPU, and
+/// registers the XID event set, as a table. For a real node (`scripts/gpu-smoke.sh`) and for
+/// the tests' scripted library alike.
+pub fn check(library: Option<&Path>) -> Result<String, String> {
+    use std::fmt::Write;
+    let started = Instant::now();
+    let nvml = open(library)?;
+    let mut out = format!("nvmlInit_v2\t{:.3} ms\n", ms(started));
+    let time = |out: &mut String, what: &str, f: &mut dyn FnMut() -> Result<String, NvmlError>| {
+        let t = Instant::now();
+        let result = f();
+        let _ = writeln!(
+            out,
+            "{what}\t{:.3} ms\t{}",
+            ms(t),
+            result.unwrap_or_else(|e| format!("error: {e}"))
+        );
+    };
+    time(&mut out, "driver version", &mut || {
+        nvml.sys_driver_version()
+    });
+    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    let _ = writeln!(out, "GPUs\t{count}");
+    for index in 0..count {
+        let device = match nvml.device_by_index(index) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = writeln!(out, "GPU {index}\terror: {e}");
+                continue;
+            }
+        };
+        let q = |name: &str| format!("GPU {index} {name}");
+        time(&mut out, &q("uuid"), &mut || device.uuid());
+        time(&mut out, &q("name"), &mut || device.name());
+        time(&mut out, &q("pci"), &mut || {
+            device.pci_info().map(|p| p.bus_id)
+        });
+        time(&mut out, &q("utilization"), &mut || {
+            device
+                .utilization_rates()
+                .map(|u| format!("{}% {}%", u.gpu, u.memory))
+        });
+        time(&mut out, &q("memory"), &mut || {
+            device
+                .memory_info()
+                .map(|m| format!("{} / {} bytes", m.used, m.total))
+        });
+        time(&mut out, &q("temperature"), &mut || {
+            device
+                .temperature(TemperatureSensor::Gpu)
+                .map(|t| format!("{t} C"))
+        });
+        time(&mut out, &q("power"), &mut || {
+            device.power_usage().map(|p| format!("{p} mW"))
+        });
+        time(&mut out, &q("power limit"), &mut || {
+            device.enforced_power_limit().map(|p| format!("{p} mW"))
+        });
+        time(&mut out, &q("sm clock"), &mut || {
+            device.clock_info(Clock::SM).map(|c| format!("{c} MHz"))
+        });
+        time(&mut out, &q("processes"), &mut || {
+            device
+                .running_compute_processes()
+                .map(|p| format!("{} processes", p.len()))
+        });
+    }
+    let t = Instant::now();
+    let registered = register(&nvml).map(|(_, gpus)| format!("{} GPUs registered", gpus.len()));
+    let _ = writeln!(
+        out,
+        "XID event set\t{:.3} ms\t{}",
+        ms(t),
+        registered.unwrap_or_else(|e| format!("error: {e}"))
+    );
+    Ok(out)
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
