@@ -448,3 +448,34 @@ fn gpu_check_times_every_query_and_registers_the_event_set() {
         "{table}"
     );
 }
+
+#[test]
+fn unknown_errors_take_a_gpu_down_without_calling_it_lost_and_nvml_is_initialised_again() {
+    let dir = temp_dir();
+    // GPU 2 fails with UNKNOWN from 1 s to 3 s; then every call fails from 4 s to 6 s.
+    let script = eight_gpus(
+        r#","faults":[{"kind":"unknown","gpu":2,"at":1,"until":3},{"kind":"unknown","at":4,"until":6}]"#,
+    );
+    let s = sidecar(dir.path(), &script, &[]);
+    let gpu2 = "gpu=\"2\",uuid=\"GPU-00000002-fake\"";
+    s.wait_metrics("GPU 2 failing", |m| {
+        m.get("pulse_gpu_up", gpu2) == Some(0.0)
+    });
+    let status = get_json(s.addr, "/status").unwrap();
+    assert!(
+        !status["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["alert"] == "GpuLost"),
+        "an UNKNOWN error is not a lost GPU: {status}"
+    );
+    s.wait_metrics("GPU 2 back", |m| m.get("pulse_gpu_up", gpu2) == Some(1.0));
+    s.wait_metrics("the whole library failing", |m| {
+        m.get("pulse_collector_up", "collector=\"gpu\"") == Some(0.0)
+    });
+    s.wait_log("NVML initialised again");
+    s.wait_metrics("reading again", |m| {
+        m.get("pulse_collector_up", "collector=\"gpu\"") == Some(1.0)
+    });
+}

@@ -317,7 +317,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
         let threshold = rules.get(AlertName::GpusIdle).threshold;
         // A lost GPU's figures are its last ones, and a stale reading's are old: neither says
         // the GPUs are idle now.
-        let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.lost).collect();
+        let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.failing).collect();
         let idle = run.gpu_hung_since.is_none()
             && !readable.is_empty()
             && readable

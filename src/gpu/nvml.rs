@@ -2,8 +2,9 @@
 //! builds and runs on machines without a GPU; there [`NvmlReader::init`] returns an error.
 //!
 //! What GPUs do to exporters, and what this reader does about it:
-//! - a GPU that falls off the bus (XID 79) answers `GPU_IS_LOST`: it keeps its inventory row
-//!   (the last name, UUID, PCI id and processes read) with `lost` set, and the others are read;
+//! - a GPU that cannot be read keeps its inventory row (the last name, UUID, PCI id and
+//!   processes read) marked `failing`, and `lost` too when NVML answers `GPU_IS_LOST` (fallen
+//!   off the bus, XID 79); the others are still read;
 //! - after repeated failed reads or a lost GPU, NVML is shut down and initialised again, with
 //!   backoff, so a driver reload or a GPU reset recovers without restarting the sidecar;
 //! - the XID watcher has its own NVML handle and registers again after an error.
@@ -101,7 +102,7 @@ impl GpuReader for NvmlReader {
             }
         };
         let mut devices = Vec::with_capacity(count as usize);
-        let mut any_lost = false;
+        let mut any_failing = false;
         for index in 0..count {
             let read = self
                 .nvml
@@ -115,18 +116,19 @@ impl GpuReader for NvmlReader {
                 Err(e) => {
                     // Lost (or failing on every query): the last inventory row, marked so.
                     tracing::debug!("GPU {index}: {e}");
-                    any_lost = true;
+                    any_failing = true;
                     let mut row = self.last.get(&index).cloned().unwrap_or(GpuSample {
                         index,
                         ..GpuSample::default()
                     });
-                    row.lost = true;
+                    row.failing = true;
+                    row.lost = matches!(e, NvmlError::GpuLost);
                     devices.push(row);
                 }
             }
         }
         let driver_version = self.nvml.sys_driver_version().ok();
-        if any_lost {
+        if any_failing {
             self.failures += 1;
             self.recover();
         } else {
@@ -157,8 +159,8 @@ fn diagnose(e: &NvmlError, library: Option<&Path>) -> String {
     }
 }
 
-/// One GPU. Its UUID is asked first: a GPU that cannot say even that is lost, and the caller
-/// keeps its last inventory row. Any other query that fails leaves its field `None`.
+/// One GPU. Its UUID is asked first: a GPU that cannot say even that is failing, and the
+/// caller keeps its last inventory row. Any other query that fails leaves its field `None`.
 fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample, NvmlError> {
     let uuid = device.uuid()?;
     let utilization = device.utilization_rates().ok();
@@ -203,6 +205,7 @@ fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample,
         } else {
             Vec::new()
         },
+        failing: false,
         lost: false,
     })
 }

@@ -50,6 +50,7 @@ impl GpuReader for Simulated {
                     } else {
                         Vec::new()
                     },
+                    failing: false,
                     lost: false,
                 }
             })

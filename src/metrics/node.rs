@@ -96,7 +96,7 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             reading.devices.iter().zip(&ids).map(|(g, (index, uuid))| {
                 (
                     [("gpu", index.as_str()), ("uuid", *uuid)],
-                    ConstGauge::new(if g.lost { 0.0 } else { 1.0 }),
+                    ConstGauge::new(if g.failing { 0.0 } else { 1.0 }),
                 )
             }),
         )?;
@@ -113,7 +113,7 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                     .devices
                     .iter()
                     .zip(&ids)
-                    .filter(|(g, _)| fresh && !g.lost)
+                    .filter(|(g, _)| fresh && !g.failing)
                     .filter_map(|(g, (index, uuid))| {
                         Some((
                             [("gpu", index.as_str()), ("uuid", *uuid)],

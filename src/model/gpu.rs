@@ -21,8 +21,11 @@ pub struct GpuSample {
     pub sm_clock_hertz: Option<f64>,
     /// Processes using the GPU, when asked for (`gpu_processes = true`).
     pub processes: Vec<GpuProcess>,
-    /// NVML says the GPU is lost (fallen off the bus, XID 79) or every query of it fails:
-    /// the inventory and processes are the last ones read, the figures are gone.
+    /// NVML cannot read the GPU now: the inventory and processes are the last ones read, the
+    /// figures are gone (`pulse_gpu_up` 0).
+    #[serde(default)]
+    pub failing: bool,
+    /// And the reason is that NVML says it is lost (fallen off the bus, XID 79): `GpuLost`.
     #[serde(default)]
     pub lost: bool,
 }
