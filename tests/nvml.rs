@@ -479,3 +479,20 @@ fn unknown_errors_take_a_gpu_down_without_calling_it_lost_and_nvml_is_initialise
         m.get("pulse_collector_up", "collector=\"gpu\"") == Some(1.0)
     });
 }
+
+#[test]
+fn the_xid_watcher_registers_again_after_an_error() {
+    let dir = temp_dir();
+    // Waiting for events fails from 1 s to 2 s; an XID 48 comes at 3 s, after that.
+    let script = eight_gpus(
+        r#","faults":[{"kind":"unknown","at":1,"until":2},{"kind":"xid","gpu":0,"code":48,"at":3}]"#,
+    );
+    let s = sidecar(dir.path(), &script, &[]);
+    s.wait_log("waiting for GPU XID events failed");
+    let labels = "gpu=\"0\",uuid=\"GPU-00000000-fake\",xid=\"48\"";
+    wait_until(
+        "the XID counted after registering again",
+        std::time::Duration::from_secs(20),
+        || s.metrics().get("pulse_gpu_xid_errors_total", labels) == Some(1.0),
+    );
+}
