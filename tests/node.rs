@@ -30,7 +30,18 @@ fn simulated_gpus_flow_through_the_sampler() {
             <= m.get("pulse_gpu_memory_total_bytes", gpu0).unwrap()
     );
     assert_eq!(m.get("pulse_gpu_power_limit_watts", gpu0), Some(700.0));
-    assert_eq!(m.get("pulse_gpu_xid_errors_total", gpu0), Some(0.0));
+    assert_eq!(
+        m.get(
+            "pulse_gpu_xid_errors_total",
+            &format!("{gpu0},xid=\"other\"")
+        ),
+        Some(0.0),
+        "every GPU has its XID series from the start"
+    );
+    assert_eq!(m.get("pulse_gpu_up", gpu0), Some(1.0));
+    assert!(m
+        .get("pulse_gpu_last_sample_timestamp_seconds", "")
+        .is_some());
     assert_eq!(m.get("pulse_collector_up", "collector=\"gpu\""), Some(1.0));
     assert!(
         !m.has_line_starting("pulse_gpu_process_memory_used_bytes{"),
@@ -54,7 +65,8 @@ fn per_process_gpu_memory_when_asked_for() {
             .collect();
     assert_eq!(per_process.len(), 8, "{per_process:?}");
     let gpu3 = "gpu=\"3\",uuid=\"GPU-00000000-0000-0000-0000-000000000003\"";
-    let worker = format!("{gpu3},pid=\"41003\",process=\"sglang::scheduler_TP3\"");
+    // No server or driver is known here, so no role.
+    let worker = format!("{gpu3},pid=\"41003\",process=\"sglang::scheduler_TP3\",role=\"\"");
     assert_eq!(
         m.get("pulse_gpu_process_memory_used_bytes", &worker),
         m.get("pulse_gpu_memory_used_bytes", gpu3),
