@@ -343,21 +343,19 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
         format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .env("FAKE_NVML_SCRIPT", &script)
-        .args([
-            "status",
-            "--json",
-            "--gpu",
-            "on",
-            "--gpu-processes",
-            "--run-dir",
-        ])
-        .arg(&run)
-        .arg("--nvml-library")
-        .arg(fake_nvml())
-        .output()
-        .unwrap();
+    // The same run folder and scripted GPUs, through `status --json` and `run --once`.
+    let pulse = |command: &[&str]| {
+        Command::new(BIN)
+            .env("FAKE_NVML_SCRIPT", &script)
+            .args(command)
+            .args(["--gpu", "on", "--gpu-processes", "--run-dir"])
+            .arg(&run)
+            .arg("--nvml-library")
+            .arg(fake_nvml())
+            .output()
+            .unwrap()
+    };
+    let out = pulse(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let memory = status["gpu_memory"]
@@ -369,21 +367,7 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
             "the server process (pid {server_pid}) holds memory on GPUs 0–3; GPUs 4–7 held by pid {stale_pid} (sleep), which is not the server nor the driver: a stale process from an earlier run?"
         )
     );
-    let exposition = Command::new(BIN)
-        .env("FAKE_NVML_SCRIPT", &script)
-        .args([
-            "run",
-            "--once",
-            "--gpu",
-            "on",
-            "--gpu-processes",
-            "--run-dir",
-        ])
-        .arg(&run)
-        .arg("--nvml-library")
-        .arg(fake_nvml())
-        .output()
-        .unwrap();
+    let exposition = pulse(&["run", "--once"]);
     let m = Metrics(String::from_utf8_lossy(&exposition.stdout).into_owned());
     assert!(
         m.0.lines().any(
