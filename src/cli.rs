@@ -179,6 +179,9 @@ pub struct RunArgs {
     /// How long an HTTP client may take to send its request headers [default: 10s].
     #[arg(long, value_name = "DURATION")]
     pub header_read_timeout: Option<String>,
+    /// Connections served at once; more are answered 503 at once [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Read every input to its end, print the exposition to stdout, and exit.
     #[arg(long)]
     pub once: bool,
@@ -202,6 +205,9 @@ impl RunArgs {
         }
         if let Some(interval) = &self.poll_interval {
             raw.poll_interval = Some(interval.clone());
+        }
+        if let Some(n) = self.max_connections {
+            raw.max_connections = Some(n);
         }
         if let Some(timeout) = &self.header_read_timeout {
             raw.header_read_timeout = Some(timeout.clone());

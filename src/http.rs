@@ -11,7 +11,10 @@ use crate::status::Status;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
+use hyper::header::{
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH,
+    CONTENT_TYPE, VARY,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
@@ -37,7 +40,12 @@ pub struct HttpState {
     pub catching_up: Arc<AtomicUsize>,
     /// A client gets this long to send its request headers.
     pub header_read_timeout: Duration,
+    /// Connections served at once; more are answered 503 at once rather than queued.
+    pub max_connections: usize,
 }
+
+/// The answer to a connection over `max_connections`: written without reading the request.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\ntoo many connections; try again soon\r\n";
 
 /// Serves until `shutdown` completes, then lets in-flight requests finish.
 pub async fn serve(
@@ -46,6 +54,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let open = Arc::new(AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -60,6 +69,29 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        if open.load(Ordering::Acquire) >= state.max_connections {
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut stream = stream;
+                let answer = async {
+                    stream.write_all(BUSY).await?;
+                    stream.shutdown().await?;
+                    // Closing with the request unread would reset the connection and could
+                    // destroy the answer before the client reads it: drain, a little.
+                    let mut sink = [0u8; 4096];
+                    while stream.read(&mut sink).await? > 0 {}
+                    Ok::<_, std::io::Error>(())
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
+            });
+            tracing::debug!(
+                "connection from {peer} refused: {} open",
+                state.max_connections
+            );
+            continue;
+        }
+        open.fetch_add(1, Ordering::AcqRel);
+        let still_open = Open(open.clone());
         let timeout = state.header_read_timeout;
         let state = state.clone();
         let service = hyper::service::service_fn(move |req| {
@@ -72,6 +104,7 @@ pub async fn serve(
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
+            let _open = still_open;
             if let Err(e) = conn.await {
                 tracing::debug!("connection from {peer}: {e}");
             }
@@ -83,6 +116,15 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+    }
+}
+
+/// One open connection, counted until its task ends (even by a panic's unwinding).
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -113,12 +155,12 @@ fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    let mut resp = match path {
+    let (status, content_type, body) = match path {
         "/metrics" => {
             let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
             let format = negotiate(accept);
             let body = metrics::encode(&state.registry, format);
-            with_type(StatusCode::OK, format.content_type(), body)
+            (StatusCode::OK, format.content_type(), body)
         }
         "/status" => {
             let status = {
@@ -126,26 +168,77 @@ fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 Status::from_run(&run, &state.host, crate::clock::now())
             };
             let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
-            with_type(StatusCode::OK, "application/json", body)
+            (StatusCode::OK, "application/json", body)
         }
-        "/-/healthy" => text(StatusCode::OK, "OK\n"),
+        "/-/healthy" => (StatusCode::OK, TEXT, "OK\n".to_owned()),
         "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {
-            text(StatusCode::OK, "OK\n")
+            (StatusCode::OK, TEXT, "OK\n".to_owned())
         }
-        "/-/ready" => text(
+        "/-/ready" => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "reading the inputs for the first time\n",
+            TEXT,
+            "reading the inputs for the first time\n".to_owned(),
         ),
-        _ => with_type(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
+        _ => (StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
     };
-    if req.method() == Method::HEAD {
-        *resp.body_mut() = Full::new(Bytes::new());
+    let mut resp = with_type(status, content_type, String::new());
+    let headers = resp.headers_mut();
+    // Every answer here is about now: no cache may keep it.
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let mut body = Bytes::from(body);
+    if matches!(path, "/metrics" | "/status") {
+        headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
+        let encoding = req
+            .headers()
+            .get(ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok());
+        if accepts_gzip(encoding) {
+            if let Some(compressed) = gzip(&body) {
+                headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                body = compressed;
+            }
+        }
+    }
+    // HEAD answers what GET would, headers and length included, without the body.
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    if req.method() != Method::HEAD {
+        *resp.body_mut() = Full::new(body);
     }
     resp
 }
 
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// Whether an `Accept-Encoding` header takes gzip (Prometheus always sends it): listed, or
+/// through `*`, with a q-value above 0.
+pub fn accepts_gzip(header: Option<&str>) -> bool {
+    let mut gzip = None;
+    let mut any = None;
+    for coding in header.unwrap_or("").split(',') {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f64>().ok())
+            .unwrap_or(1.0);
+        match name.as_str() {
+            "gzip" | "x-gzip" => gzip = Some(q),
+            "*" => any = Some(q),
+            _ => {}
+        }
+    }
+    gzip.or(any).is_some_and(|q| q > 0.0)
+}
+
+fn gzip(body: &[u8]) -> Option<Bytes> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(body).ok()?;
+    encoder.finish().ok().map(Bytes::from)
+}
+
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    with_type(status, "text/plain; charset=utf-8", body.to_owned())
+    with_type(status, TEXT, body.to_owned())
 }
 
 fn with_type(

@@ -193,6 +193,7 @@ pub async fn serve(
         host: config.alerts.context.host.clone(),
         catching_up: catching_up.clone(),
         header_read_timeout: config.header_read_timeout,
+        max_connections: config.max_connections,
     });
     let mut running = vec![
         start("log-source", logs, config.poll_interval, &config, both())?,

@@ -109,6 +109,9 @@ pub struct RawConfig {
     pub poll_interval: Option<String>,
     pub max_line_bytes: Option<usize>,
     pub header_read_timeout: Option<String>,
+    /// Connections served at once; more are answered 503.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
     pub snapshot_interval: Option<String>,
     pub max_record_bytes: Option<usize>,
     pub gpu: Option<GpuMode>,
@@ -195,6 +198,7 @@ pub struct Config {
     pub max_line_bytes: usize,
     /// How long an HTTP client may take to send its request headers.
     pub header_read_timeout: Duration,
+    pub max_connections: usize,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub max_record_bytes: usize,
@@ -364,6 +368,21 @@ impl RawConfig {
             poll_interval,
             max_line_bytes,
             header_read_timeout,
+            max_connections: byte_size(
+                "max_connections",
+                self.max_connections,
+                64,
+                MAX_CONNECTIONS,
+            )
+            .map_err(|_| {
+                ConfigError::invalid(
+                    "max_connections",
+                    format!(
+                        "{} is out of range: it must be 1 to 65536",
+                        self.max_connections.unwrap_or_default()
+                    ),
+                )
+            })?,
             snapshot_interval,
             max_record_bytes,
             logs,
@@ -539,6 +558,7 @@ impl Config {
         raw.poll_interval = d(self.poll_interval);
         raw.max_line_bytes = Some(self.max_line_bytes);
         raw.header_read_timeout = d(self.header_read_timeout);
+        raw.max_connections = Some(self.max_connections);
         raw.snapshot_interval = d(self.snapshot_interval);
         raw.max_record_bytes = Some(self.max_record_bytes);
         raw.outputs = self
@@ -651,6 +671,7 @@ pub const RULE_FOR: Span = span(0, 30 * DAY);
 /// The range of a byte-size key.
 pub const MAX_LINE_BYTES: (usize, usize) = (256, 1 << 30);
 pub const MAX_RECORD_BYTES: (usize, usize) = (1024, 1 << 30);
+pub const MAX_CONNECTIONS: (usize, usize) = (1, 65536);
 
 impl std::fmt::Display for Span {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
