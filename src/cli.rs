@@ -1,7 +1,7 @@
 //! The command line (DESIGN §6). Every `run` flag has a config-file key of the same name
 //! (dashes become underscores); flags win over the file.
 
-use crate::config::{GpuMode, RawConfig, RawLog, RawOutputs};
+use crate::config::{GpuMode, Listen, RawConfig, RawLog, RawOutputs};
 use crate::parse::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -112,9 +112,10 @@ pub struct RunArgs {
     /// for --log-format regex.
     #[arg(long, value_name = "RE")]
     pub log_regex: Option<String>,
-    /// Address to serve /metrics on [default: 0.0.0.0:9721].
+    /// Address to serve /metrics on (repeatable: every address is served) [default:
+    /// 0.0.0.0:9721].
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<String>,
+    pub listen: Vec<String>,
     /// Directory for state kept across restarts.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -197,8 +198,10 @@ impl RunArgs {
         if let Some(interval) = &self.discover_interval {
             raw.discover_interval = Some(interval.clone());
         }
-        if let Some(listen) = &self.listen {
-            raw.listen = Some(listen.clone());
+        match &self.listen[..] {
+            [] => {}
+            [one] => raw.listen = Some(Listen::One(one.clone())),
+            all => raw.listen = Some(Listen::Many(all.to_vec())),
         }
         if let Some(dir) = &self.state_dir {
             raw.state_dir = Some(dir.clone());
@@ -363,14 +366,14 @@ mod tests {
         let mut raw: RawConfig =
             toml::from_str("listen = \"127.0.0.1:1\"\n[[logs]]\npath = \"file.log\"").unwrap();
         RunArgs {
-            listen: Some("127.0.0.1:2".into()),
+            listen: vec!["127.0.0.1:2".into()],
             logs: vec!["flag.log".into()],
             log_format: Some(Format::Tqdm),
             ..RunArgs::default()
         }
         .lay_over(&mut raw);
         let c = raw.validate().unwrap();
-        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.listen[0].port(), 2);
         assert_eq!(c.logs.len(), 1);
         assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
         assert!(matches!(c.logs[0].parser, LogParser::Tqdm(_)));

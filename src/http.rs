@@ -19,11 +19,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// How long in-flight requests may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -47,25 +48,44 @@ pub struct HttpState {
 /// The answer to a connection over `max_connections`: written without reading the request.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\ntoo many connections; try again soon\r\n";
 
-/// Serves until `shutdown` completes, then lets in-flight requests finish.
+/// Accepts on one listener, forever, handing each connection to the serving loop.
+async fn accept(listener: TcpListener, to: tokio::sync::mpsc::Sender<(TcpStream, SocketAddr)>) {
+    loop {
+        match listener.accept().await {
+            Ok(conn) => {
+                if to.send(conn).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Typically EMFILE: back off instead of spinning on the error.
+                tracing::warn!("accepting a connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Serves every listener until `shutdown` completes, then lets in-flight requests finish.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     state: Arc<HttpState>,
     shutdown: impl Future<Output = ()>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let open = Arc::new(AtomicUsize::new(0));
+    let (to, mut accepted) = tokio::sync::mpsc::channel(64);
+    let acceptors: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept(l, to.clone())))
+        .collect();
+    drop(to);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Typically EMFILE: back off instead of spinning on the error.
-                    tracing::warn!("accepting a connection failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
+            conn = accepted.recv() => match conn {
+                Some(conn) => conn,
+                None => break,
             },
             () = &mut shutdown => break,
         };
@@ -110,7 +130,9 @@ pub async fn serve(
             }
         });
     }
-    drop(listener);
+    for acceptor in acceptors {
+        acceptor.abort();
+    }
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
         .await
         .is_err()

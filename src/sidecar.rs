@@ -145,15 +145,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     // Bind first: a taken port should fail start-up before anything else happens.
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} (is another sidecar running?)",
-                config.listen
-            )
-        })?;
-    let addr = listener.local_addr()?;
+    let mut listeners = Vec::new();
+    for address in &config.listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen on {address} (is another sidecar running?)"))?;
+        listeners.push(listener);
+    }
+    let addresses: Vec<SocketAddr> = listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<_, _>>()?;
+    let addr = addresses[0];
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     // With a run folder, discovery hands what it finds later to the sources and the probes.
     let discovery = Discovery::of(&config);
@@ -237,13 +240,15 @@ pub async fn serve(
         }
         _ => None,
     };
-    tracing::info!(
-        "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
-        config.logs.len(),
-        config.outputs.len()
-    );
+    for addr in &addresses {
+        tracing::info!(
+            "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
+            config.logs.len(),
+            config.outputs.len()
+        );
+    }
     on_listening(addr);
-    http::serve(listener, state, shutdown).await;
+    http::serve(listeners, state, shutdown).await;
     tracing::info!("shutting down");
     alerts.abort();
     if let Some(probes) = probes {

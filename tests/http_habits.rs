@@ -192,3 +192,48 @@ fn a_body_sent_with_get_is_not_buffered() {
         String::from_utf8_lossy(&answer[..n])
     );
 }
+
+#[test]
+fn every_listen_address_is_served() {
+    let sidecar = Sidecar::start(&[
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.2:0",
+        "--gpu",
+        "off",
+    ]);
+    let line = sidecar.wait_log("listening on http://127.0.0.2:");
+    let second: std::net::SocketAddr = line
+        .split("listening on http://")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for addr in [sidecar.addr, second] {
+        assert_eq!(
+            try_http(addr, "GET", "/-/healthy", "").map(|(c, _)| c),
+            Some(200),
+            "{addr}"
+        );
+    }
+    let out = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--once",
+            "--listen",
+            "127.0.0.1:9721",
+            "--listen",
+            "127.0.0.1:9721",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`listen[1]`: 127.0.0.1:9721 is given twice")
+    );
+}

@@ -93,6 +93,29 @@ impl ConfigError {
     }
 }
 
+/// `listen = "0.0.0.0:9721"` or `listen = ["10.0.0.5:9721", "127.0.0.1:9721"]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Listen {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Listen {
+    fn addresses(&self) -> Vec<&str> {
+        match self {
+            Listen::One(a) => vec![a.as_str()],
+            Listen::Many(all) => all.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+impl From<String> for Listen {
+    fn from(address: String) -> Listen {
+        Listen::One(address)
+    }
+}
+
 /// The file as written: every key optional, values not yet interpreted.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -104,7 +127,8 @@ pub struct RawConfig {
     /// How often discovery looks again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discover_interval: Option<String>,
-    pub listen: Option<String>,
+    /// One address, or a list of them.
+    pub listen: Option<Listen>,
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Option<String>,
     pub max_line_bytes: Option<usize>,
@@ -192,7 +216,8 @@ pub struct RawLog {
 /// The validated configuration the sidecar runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    /// Every address to serve on; at least one.
+    pub listen: Vec<SocketAddr>,
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Duration,
     pub max_line_bytes: usize,
@@ -253,13 +278,7 @@ impl RawConfig {
     }
 
     pub fn validate(&self) -> Result<Config, ConfigError> {
-        let listen = self.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-        let listen = listen.parse().map_err(|_| {
-            ConfigError::invalid(
-                "listen",
-                format!("{listen:?} is not an address like 0.0.0.0:9721 or 127.0.0.1:9721"),
-            )
-        })?;
+        let listen = self.listen_addresses()?;
         let poll_interval = duration(
             "poll_interval",
             self.poll_interval.as_deref(),
@@ -400,6 +419,39 @@ impl RawConfig {
             discovered: None,
             source: self.clone(),
         })
+    }
+
+    fn listen_addresses(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        let given = self
+            .listen
+            .as_ref()
+            .map_or(vec![DEFAULT_LISTEN], Listen::addresses);
+        if given.is_empty() {
+            return Err(ConfigError::invalid("listen", "needs at least one address"));
+        }
+        let mut addresses: Vec<SocketAddr> = Vec::new();
+        for (i, text) in given.iter().enumerate() {
+            let key = if given.len() == 1 {
+                "listen".to_owned()
+            } else {
+                format!("listen[{i}]")
+            };
+            let address: SocketAddr = text.parse().map_err(|_| {
+                ConfigError::invalid(
+                    key.as_str(),
+                    format!("{text:?} is not an address like 0.0.0.0:9721 or 127.0.0.1:9721"),
+                )
+            })?;
+            // Port 0 (any free port) may repeat: each bind gets its own.
+            if address.port() != 0 && addresses.contains(&address) {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("{address} is given twice"),
+                ));
+            }
+            addresses.push(address);
+        }
+        Ok(addresses)
     }
 
     fn probes(&self, timeout: Duration) -> Result<ProbeConfig, ConfigError> {
@@ -554,7 +606,10 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let d = |d: Duration| Some(humantime::format_duration(d).to_string());
         let mut raw = self.source.clone();
-        raw.listen = Some(self.listen.to_string());
+        raw.listen = Some(match &self.listen[..] {
+            [one] => Listen::One(one.to_string()),
+            all => Listen::Many(all.iter().map(ToString::to_string).collect()),
+        });
         raw.poll_interval = d(self.poll_interval);
         raw.max_line_bytes = Some(self.max_line_bytes);
         raw.header_read_timeout = d(self.header_read_timeout);

@@ -17,7 +17,7 @@ fn key_of(err: ConfigError) -> String {
 #[test]
 fn defaults() {
     let c = parse("").unwrap();
-    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.listen[0].to_string(), DEFAULT_LISTEN);
     assert_eq!(c.poll_interval, Duration::from_millis(250));
     assert!(c.logs.is_empty());
 }
@@ -37,7 +37,7 @@ regex = 'step (?P<completed>\d+)'
 "#,
     )
     .unwrap();
-    assert_eq!(c.listen.port(), 9999);
+    assert_eq!(c.listen[0].port(), 9999);
     assert_eq!(c.poll_interval, Duration::from_secs(1));
     assert_eq!(c.logs.len(), 2);
     assert!(matches!(c.logs[1].parser, Parser::Regex(_)));
@@ -84,4 +84,17 @@ fn errors_name_the_key() {
         key_of(parse("[[logs]]\npath = \"a\"\nregex = \"x\"").unwrap_err()),
         "logs[0].regex"
     );
+}
+
+#[test]
+fn several_listen_addresses() {
+    let c = parse("listen = [\"127.0.0.1:9721\", \"127.0.0.2:9721\"]").unwrap();
+    assert_eq!(c.listen.len(), 2);
+    assert_eq!(
+        key_of(parse("listen = [\"127.0.0.1:9721\", \"127.0.0.1:9721\"]").unwrap_err()),
+        "listen[1]"
+    );
+    assert_eq!(key_of(parse("listen = []").unwrap_err()), "listen");
+    let again: RawConfig = toml::from_str(&c.to_toml()).unwrap();
+    assert_eq!(again.validate().unwrap().listen, c.listen);
 }

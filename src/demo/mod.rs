@@ -118,7 +118,7 @@ impl Layout {
         let raw = RawConfig {
             run_dir: Some(self.dir.clone()),
             discover_interval: Some(scaled(10.0, 1.0)),
-            listen: Some(listen.to_string()),
+            listen: Some(listen.to_string().into()),
             gpu: Some(GpuMode::Simulated),
             smtp: Some(format!("file://{}", self.mail().display())),
             email_to: vec!["you@example.com".into()],
