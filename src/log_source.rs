@@ -43,6 +43,8 @@ struct FollowedLog {
     /// once, not at every poll (its logged ETA would be stamped afresh each time and never
     /// count down).
     peeked_at: Option<u64>,
+    /// Whether the log file's birth time was asked for (`LogStats::began_at`).
+    birth_asked: bool,
 }
 
 impl LogSource {
@@ -229,6 +231,7 @@ impl FollowedLog {
             saved_switches: 0,
             stripped: Vec::new(),
             peeked_at: None,
+            birth_asked: false,
         }
     }
 
@@ -264,7 +267,9 @@ impl FollowedLog {
             }
             let stats = self.follower.stats();
             let log = &mut run.logs[index];
-            if log.began_at.is_none() && log.lines > 0 && !log.server {
+            if !self.birth_asked && log.began_at.is_none() && log.lines > 0 && !log.server {
+                // Asked once: a file system that keeps no birth time will not start to.
+                self.birth_asked = true;
                 // The birth time, not a line's stamp: a backlog's lines all carry the mtime,
                 // which would make every output file look older than the run.
                 log.began_at = std::fs::metadata(self.follower.path())

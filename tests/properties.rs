@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::proptest_config as config;
 use pipeline_pulse::config::RawConfig;
 use pipeline_pulse::metrics::{self, Exposition};
 use pipeline_pulse::model::Run;
@@ -20,29 +21,11 @@ use pipeline_pulse::parse::{
 };
 use pipeline_pulse::tail::{Follower, Tailed};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Cases per property, unless `PROPTEST_CASES` says otherwise.
 const CASES: u32 = 512;
-
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(cases),
-        rng_seed: RngSeed::Fixed(
-            std::env::var("PROPTEST_SEED")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0x5eed_0fa11),
-        ),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 const RUN_INFERENCE: &[&str] = &[
     "Model: /shared/kimi-k2.5-int4",

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestRunner};
+use proptest::test_runner::TestRunner;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -148,12 +148,7 @@ fn request_head() -> impl Strategy<Value = Vec<u8>> {
 #[test]
 fn any_request_head_leaves_the_server_serving() {
     let sidecar = Sidecar::run(&["--gpu", "off", "--header-read-timeout", "300ms"]);
-    let mut runner = TestRunner::new(ProptestConfig {
-        cases: 150,
-        rng_seed: RngSeed::Fixed(17),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    });
+    let mut runner = TestRunner::new(proptest_config(150));
     let result = runner.run(&request_head(), |head| {
         let mut stream = TcpStream::connect(sidecar.addr).unwrap();
         stream

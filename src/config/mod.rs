@@ -21,7 +21,7 @@ pub use alerts::{RawRule, Threshold};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-pub use unique::normalize;
+pub use unique::{identity, normalize, same_file};
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
 pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
@@ -297,17 +297,19 @@ impl RawConfig {
             DEFAULT_SNAPSHOT_INTERVAL,
             SNAPSHOT_INTERVAL,
         )?;
-        let max_line_bytes = byte_size(
+        let max_line_bytes = count(
             "max_line_bytes",
             self.max_line_bytes,
             DEFAULT_MAX_LINE_BYTES,
             MAX_LINE_BYTES,
+            "bytes",
         )?;
-        let max_record_bytes = byte_size(
+        let max_record_bytes = count(
             "max_record_bytes",
             self.max_record_bytes,
             DEFAULT_MAX_RECORD_BYTES,
             MAX_RECORD_BYTES,
+            "bytes",
         )?;
         let mut logs = self
             .logs
@@ -387,21 +389,13 @@ impl RawConfig {
             poll_interval,
             max_line_bytes,
             header_read_timeout,
-            max_connections: byte_size(
+            max_connections: count(
                 "max_connections",
                 self.max_connections,
                 64,
                 MAX_CONNECTIONS,
-            )
-            .map_err(|_| {
-                ConfigError::invalid(
-                    "max_connections",
-                    format!(
-                        "{} is out of range: it must be 1 to 65536",
-                        self.max_connections.unwrap_or_default()
-                    ),
-                )
-            })?,
+                "connections",
+            )?,
             snapshot_interval,
             max_record_bytes,
             logs,
@@ -765,17 +759,19 @@ fn in_span(key: &str, d: Duration, value: &str, span: Span) -> Result<Duration, 
     Ok(d)
 }
 
-fn byte_size(
+/// A count key (`unit` says of what) within its range.
+fn count(
     key: &str,
     value: Option<usize>,
     default: usize,
     (min, max): (usize, usize),
+    unit: &str,
 ) -> Result<usize, ConfigError> {
     let n = value.unwrap_or(default);
     if n < min || n > max {
         return Err(ConfigError::invalid(
             key,
-            format!("{n} is out of range: it must be {min} to {max} bytes"),
+            format!("{n} is out of range: it must be {min} to {max} {unit}"),
         ));
     }
     Ok(n)

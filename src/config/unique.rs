@@ -14,8 +14,13 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The file's identity where it exists: two spellings or a symlink of one file agree on it.
-fn identity(path: &Path) -> Option<(u64, u64)> {
+pub fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The same file: the same path once normalised, or the same device and inode.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    normalize(a) == normalize(b) || identity(a).is_some_and(|id| Some(id) == identity(b))
 }
 
 pub(super) fn check(raw: &RawConfig) -> Result<(), ConfigError> {
@@ -34,9 +39,7 @@ pub(super) fn check(raw: &RawConfig) -> Result<(), ConfigError> {
     let normal: Vec<PathBuf> = files.iter().map(|(_, p)| normalize(p)).collect();
     for (b, (key_b, path_b)) in files.iter().enumerate() {
         for (a, (key_a, _)) in files.iter().enumerate().take(b) {
-            let same = normal[a] == normal[b]
-                || identity(&normal[a]).is_some_and(|id| Some(id) == identity(&normal[b]));
-            if same {
+            if same_file(&normal[a], &normal[b]) {
                 return Err(ConfigError::invalid(
                     key_b.clone(),
                     format!(

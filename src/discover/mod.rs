@@ -12,7 +12,9 @@ mod procs;
 
 pub use files::classify;
 
-use crate::config::{normalize, Config, ConfigError, LogConfig, OutputConfig, RawConfig, RawLog};
+use crate::config::{
+    normalize, same_file, Config, ConfigError, LogConfig, OutputConfig, RawConfig, RawLog,
+};
 use crate::model::{Discovered, DiscoveredLog, Run};
 use crate::parse::{Format, Parser, ServerLog};
 use crate::probe::ProbeConfig;
@@ -70,12 +72,6 @@ pub fn scan(dir: &Path) -> Discovered {
         server,
         notes,
     }
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    normalize(a) == normalize(b) || id(a).is_some_and(|i| Some(i) == id(b))
 }
 
 /// Fills the keys that `raw` leaves unset with what was found. A key given keeps its value,

@@ -49,14 +49,10 @@ fn read(pid: u32) -> Option<Proc> {
     if args.is_empty() {
         return None; // a kernel thread
     }
-    let stat = std::fs::read_to_string(base.join("stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after.split_whitespace();
-    let state = fields.next()?;
-    if state == "Z" || state == "X" {
+    let (state, ppid) = crate::probe::process::stat(pid)?;
+    if state == 'Z' || state == 'X' {
         return None;
     }
-    let ppid = fields.next()?.parse().ok()?;
     let files = std::fs::read_dir(base.join("fd")).ok().map(|fds| {
         fds.flatten()
             .filter_map(|fd| {

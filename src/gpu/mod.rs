@@ -179,13 +179,7 @@ fn descends(mut pid: u32, ancestor: Option<u32>) -> bool {
         if pid == ancestor {
             return true;
         }
-        let Some(parent) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                let after = s.get(s.rfind(')')? + 1..)?.to_owned();
-                after.split_whitespace().nth(1)?.parse::<u32>().ok()
-            })
-        else {
+        let Some((_, parent)) = crate::probe::process::stat(pid) else {
             return false;
         };
         if parent <= 1 {

@@ -10,7 +10,7 @@ mod lookup;
 pub mod record;
 
 use crate::clock;
-use crate::config::OutputConfig;
+use crate::config::{identity, OutputConfig};
 use crate::model::{InputFile, OutputFile, OutputStats, Run, DEFAULT_PARTITION};
 use crate::state::StateDir;
 use crate::tail::{Follower, Position, TailStats, Tailed};
@@ -179,6 +179,10 @@ impl OutputSource {
             found.extend(expand(glob).into_iter().map(|p| (p, Kind::Input)));
         }
         for (path, kind) in found {
+            // Said once already: no need to look at the file again every evaluation.
+            if self.overlaps.contains(&(path.clone(), kind)) {
+                continue;
+            }
             let first = match self.files.get(&path) {
                 Some(f) if f.kind == kind => continue,
                 Some(f) => Some(f.kind.key()),
@@ -362,11 +366,6 @@ impl Followed {
 }
 
 /// The files a glob matches now; unreadable directories are skipped.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
 fn expand(glob: &str) -> Vec<PathBuf> {
     match glob::glob(glob) {
         Ok(paths) => paths

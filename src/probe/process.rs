@@ -53,15 +53,18 @@ fn cmdline(pid: u32) -> Option<String> {
 
 /// Running, not a zombie waiting to be reaped.
 fn alive(pid: u32) -> bool {
-    let stat = match std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat"))
-    {
-        Ok(stat) => stat,
-        Err(_) => return false,
-    };
-    // The state follows the command name, which may itself contain spaces and parentheses.
-    stat.rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next())
-        .is_some_and(|state| state != "Z" && state != "X")
+    stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// The state letter and the parent pid from `/proc/PID/stat`. They follow the command name,
+/// which may itself contain spaces and parentheses: the fields start after its last `)`.
+pub fn stat(pid: u32) -> Option<(char, u32)> {
+    let stat =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?;
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
 }
 
 #[cfg(test)]

@@ -410,6 +410,20 @@ pub fn require_tool(name: &str, package: &str) -> PathBuf {
     })
 }
 
+/// The property tests' settings: `cases` cases (or `PROPTEST_CASES`) from a fixed seed (or
+/// `PROPTEST_SEED`), so CI runs the same ones every time; no regression files written.
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    proptest::test_runner::Config {
+        cases: env("PROPTEST_CASES").map_or(cases, |c: u64| c as u32),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            env("PROPTEST_SEED").unwrap_or(0x5eed_0fa11),
+        ),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// `promtool check metrics` on an exposition: whether it passed, and what it said.
 pub fn promtool_check_metrics(promtool: &Path, exposition: &str) -> (bool, String) {
     let mut check = Command::new(promtool)
