@@ -67,6 +67,19 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Check a Prometheus web config file (TLS, client certificates, basic auth) as `run`
+    /// would read it, and print what it serves; exit status 2 names the bad key.
+    CheckWebConfig {
+        /// The YAML file to check.
+        file: PathBuf,
+    },
+    /// Read a password from standard input and print its bcrypt hash, for the web config's
+    /// basic_auth_users (as `htpasswd -nBC 10` would).
+    HashPassword {
+        /// bcrypt's cost: each step doubles the work of a check.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(4..=31))]
+        cost: u32,
+    },
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -183,6 +196,10 @@ pub struct RunArgs {
     /// Connections served at once; more are answered 503 at once [default: 64].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// The Prometheus web configuration file (TLS, client certificates, basic auth), the
+    /// schema every Prometheus exporter reads; `--web.config.file` is the same flag.
+    #[arg(long, value_name = "FILE", alias = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
     /// Read every input to its end, print the exposition to stdout, and exit.
     #[arg(long)]
     pub once: bool,
@@ -208,6 +225,9 @@ impl RunArgs {
         }
         if let Some(interval) = &self.poll_interval {
             raw.poll_interval = Some(interval.clone());
+        }
+        if let Some(file) = &self.web_config_file {
+            raw.web_config_file = Some(file.clone());
         }
         if let Some(n) = self.max_connections {
             raw.max_connections = Some(n);
@@ -314,6 +334,21 @@ pub struct StatusArgs {
     /// is given].
     #[arg(long, value_name = "URL", conflicts_with_all = ["logs", "outputs", "run_dir"])]
     pub url: Option<String>,
+    /// With an https:// --url: PEM CA certificates to trust instead of the Web PKI roots.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub ca_file: Option<PathBuf>,
+    /// With an https:// --url: a client certificate (PEM), for a sidecar that requires one.
+    #[arg(long, value_name = "FILE", requires_all = ["url", "key_file"])]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+    /// Basic-auth user; the password comes from PULSE_PASSWORD or --password-file.
+    #[arg(long, value_name = "USER", requires = "url")]
+    pub user: Option<String>,
+    /// A file holding the basic-auth password (its first line).
+    #[arg(long, value_name = "FILE", requires = "user")]
+    pub password_file: Option<PathBuf>,
     /// Print the /status JSON instead of the view.
     #[arg(long)]
     pub json: bool,

@@ -24,3 +24,4 @@ pub mod source;
 pub mod state;
 pub mod status;
 pub mod tail;
+pub mod web;

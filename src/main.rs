@@ -37,6 +37,14 @@ fn main() -> ExitCode {
                 Err(e) => return config_error(&e),
             }
         }
+        Command::CheckWebConfig { file } => match pipeline_pulse::web::load(&file) {
+            Ok(active) => {
+                print!("{}", active.describe());
+                Ok(())
+            }
+            Err(e) => return config_error(&ConfigError::invalid("web_config_file", e.to_string())),
+        },
+        Command::HashPassword { cost } => hash_password(cost),
         Command::Discover { dir } => {
             if !dir.is_dir() {
                 return config_error(&ConfigError::invalid(
@@ -196,7 +204,7 @@ fn status(args: &StatusArgs) -> ExitCode {
                 Err(e) => return config_error(&e),
             }
         } else {
-            status_from_url(args.url.as_deref().unwrap_or("http://127.0.0.1:9721"))
+            status_from_url(args)
         };
         let code = match &result {
             Ok(st) => {
@@ -225,6 +233,20 @@ fn status(args: &StatusArgs) -> ExitCode {
     }
 }
 
+fn hash_password(cost: u32) -> anyhow::Result<()> {
+    let mut password = String::new();
+    std::io::stdin()
+        .read_line(&mut password)
+        .context("cannot read the password from standard input")?;
+    let password = password.trim_end_matches(['\n', '\r']);
+    anyhow::ensure!(
+        !password.is_empty(),
+        "the password on standard input is empty"
+    );
+    println!("{}", bcrypt::hash(password, cost)?);
+    Ok(())
+}
+
 fn status_from_files(config: &Config) -> anyhow::Result<Status> {
     let run = sidecar::read_once(config)?;
     let run = run.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,19 +266,35 @@ fn status_from_files(config: &Config) -> anyhow::Result<Status> {
     ))
 }
 
-fn status_from_url(base: &str) -> anyhow::Result<Status> {
-    let url = Url::parse(&format!("{}/status", base.trim_end_matches('/')))
+fn status_from_url(args: &StatusArgs) -> anyhow::Result<Status> {
+    let base = args.url.as_deref().unwrap_or("http://127.0.0.1:9721");
+    let url = Url::parse_web(&format!("{}/status", base.trim_end_matches('/')))
         .map_err(anyhow::Error::msg)?;
+    let credentials = status::client::Credentials {
+        ca_file: args.ca_file.clone(),
+        cert_file: args.cert_file.clone(),
+        key_file: args.key_file.clone(),
+        user: args.user.clone(),
+        password_file: args.password_file.clone(),
+        password_env: std::env::var(status::client::PASSWORD_ENV).ok(),
+    };
+    let client = credentials.client().map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let (code, body) = runtime
-        .block_on(http_get::get(
+        .block_on(http_get::get_with(
+            &client,
             &url,
             std::time::Duration::from_secs(10),
             64 * 1024 * 1024,
         ))
         .map_err(|e| anyhow::anyhow!("cannot reach the sidecar at {url}: {e}"))?;
+    anyhow::ensure!(
+        code != 401,
+        "{url} answered 401: it asks for basic auth; give --user, and the password in {} or --password-file",
+        status::client::PASSWORD_ENV
+    );
     anyhow::ensure!(code == 200, "{url} answered {code}");
     serde_json::from_slice(&body)
         .with_context(|| format!("{url} did not answer a pipeline-pulse status"))

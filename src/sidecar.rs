@@ -197,6 +197,7 @@ pub async fn serve(
         catching_up: catching_up.clone(),
         header_read_timeout: config.header_read_timeout,
         max_connections: config.max_connections,
+        web: config.web.clone(),
     });
     let mut running = vec![
         start("log-source", logs, config.poll_interval, &config, both())?,
@@ -240,9 +241,13 @@ pub async fn serve(
         }
         _ => None,
     };
+    let scheme = match config.web.as_ref().map(|w| w.watched.current()) {
+        Some(web) if web.tls.is_some() => "https",
+        _ => "http",
+    };
     for addr in &addresses {
         tracing::info!(
-            "listening on http://{addr} (metrics at http://{addr}/metrics), following {} log(s) and {} output glob(s)",
+            "listening on {scheme}://{addr} (metrics at {scheme}://{addr}/metrics), following {} log(s) and {} output glob(s)",
             config.logs.len(),
             config.outputs.len()
         );

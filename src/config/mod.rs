@@ -136,6 +136,14 @@ pub struct RawConfig {
     /// Connections served at once; more are answered 503.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
+    /// The Prometheus web configuration file (exporter-toolkit's schema): TLS, client
+    /// certificates and basic auth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_config_file: Option<PathBuf>,
+    /// Serve `/-/healthy` without basic auth or client certificates, for probes that have
+    /// neither (by default auth covers every path, as in exporter-toolkit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_without_auth: Option<bool>,
     pub snapshot_interval: Option<String>,
     pub max_record_bytes: Option<usize>,
     pub gpu: Option<GpuMode>,
@@ -224,6 +232,8 @@ pub struct Config {
     /// How long an HTTP client may take to send its request headers.
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// TLS and auth from the web config file; `None` serves plain HTTP to anyone.
+    pub web: Option<WebServing>,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub max_record_bytes: usize,
@@ -243,6 +253,22 @@ pub struct Config {
     pub discovered: Option<(RawConfig, Discovered)>,
     /// The file and flags as given, for printing the effective configuration.
     source: RawConfig,
+}
+
+/// The web config, loaded once at start-up (a bad one is a config error) and then watched.
+#[derive(Clone)]
+pub struct WebServing {
+    pub watched: std::sync::Arc<crate::web::Watched>,
+    pub health_without_auth: bool,
+}
+
+impl std::fmt::Debug for WebServing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebServing")
+            .field("path", &self.watched.path())
+            .field("health_without_auth", &self.health_without_auth)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -383,8 +409,10 @@ impl RawConfig {
         )?;
         let probes = self.probes(probe_timeout)?;
         let alerts = self.alerts()?;
+        let web = self.web()?;
         Ok(Config {
             listen,
+            web,
             state_dir: self.state_dir.clone(),
             poll_interval,
             max_line_bytes,
@@ -413,6 +441,24 @@ impl RawConfig {
             discovered: None,
             source: self.clone(),
         })
+    }
+
+    fn web(&self) -> Result<Option<WebServing>, ConfigError> {
+        let Some(path) = &self.web_config_file else {
+            if self.health_without_auth.is_some() {
+                return Err(ConfigError::invalid(
+                    "health_without_auth",
+                    "needs web_config_file: without one nothing asks for auth",
+                ));
+            }
+            return Ok(None);
+        };
+        let active = crate::web::load(path)
+            .map_err(|e| ConfigError::invalid("web_config_file", e.to_string()))?;
+        Ok(Some(WebServing {
+            watched: std::sync::Arc::new(crate::web::Watched::new(path, active)),
+            health_without_auth: self.health_without_auth.unwrap_or(false),
+        }))
     }
 
     fn listen_addresses(&self) -> Result<Vec<SocketAddr>, ConfigError> {

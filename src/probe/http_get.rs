@@ -1,12 +1,14 @@
-//! A small HTTP/1.1 GET for the probes: one request per connection, a deadline over the whole
-//! exchange (connect, headers and body), and a cap on the body. Inference servers answer on
-//! plain HTTP on the node, so there is no TLS here.
+//! A small HTTP/1.1 GET for the probes and `status --url`: one request per connection, a
+//! deadline over the whole exchange (connect, TLS, headers and body), and a cap on the body.
+//! Inference servers answer on plain HTTP on the node, so probe URLs are `http://` only; a
+//! sidecar behind its web config is reached over `https://` with [`Client`]'s TLS and auth.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
-use hyper::header::{ACCEPT, HOST};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, HOST};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An `http://host[:port]/path` URL, checked once at start-up.
@@ -14,6 +16,8 @@ use std::time::Duration;
 pub struct Url {
     pub host: String,
     pub port: u16,
+    /// `https://`: only through [`Url::parse_web`].
+    pub tls: bool,
     /// Path and query, starting with `/`.
     pub path: String,
     text: String,
@@ -26,12 +30,26 @@ impl std::fmt::Display for Url {
 }
 
 impl Url {
+    /// An `http://` URL, for a probe of a server on the node.
     pub fn parse(text: &str) -> Result<Url, String> {
+        Url::parse_scheme(text, false)
+    }
+
+    /// An `http://` or `https://` URL, for a sidecar that may serve TLS.
+    pub fn parse_web(text: &str) -> Result<Url, String> {
+        Url::parse_scheme(text, true)
+    }
+
+    fn parse_scheme(text: &str, https: bool) -> Result<Url, String> {
         let uri: hyper::Uri = text
             .parse()
             .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") if https => true,
+            Some(other) if https => {
+                return Err(format!("{text:?}: use http:// or https://, not {other}://"))
+            }
             Some(other) => {
                 return Err(format!(
                 "{text:?}: only http:// is supported (the server runs on the node), not {other}://"
@@ -42,7 +60,7 @@ impl Url {
                     "{text:?} has no scheme; write http://host:port/path"
                 ))
             }
-        }
+        };
         let host = uri
             .host()
             .filter(|h| !h.is_empty())
@@ -59,11 +77,13 @@ impl Url {
                 .ok()
                 .filter(|port| *port != 0)
                 .ok_or_else(|| format!("{text:?}: {p:?} is not a port: it must be 1 to 65535"))?,
+            _ if tls => 443,
             _ => 80,
         };
         Ok(Url {
             host,
             port,
+            tls,
             path: uri
                 .path_and_query()
                 .map(|p| p.as_str().to_owned())
@@ -84,26 +104,79 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// How `https://` URLs are reached, and the credentials a request carries.
+#[derive(Clone, Default)]
+pub struct Client {
+    /// Needed for an `https://` URL.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The `Authorization` header's value.
+    pub authorization: Option<HeaderValue>,
+}
+
 /// GETs `url`; returns the status and the body (at most `limit` bytes).
 pub async fn get(url: &Url, timeout: Duration, limit: usize) -> Result<(u16, Bytes), String> {
+    get_with(&Client::default(), url, timeout, limit).await
+}
+
+/// [`get`], over TLS for an `https://` URL and with the client's credentials.
+pub async fn get_with(
+    client: &Client,
+    url: &Url,
+    timeout: Duration,
+    limit: usize,
+) -> Result<(u16, Bytes), String> {
     let exchange = async {
         let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
+        if !url.tls {
+            return exchange(stream, client, url, limit).await;
+        }
+        let config = client
+            .tls
+            .clone()
+            .ok_or_else(|| format!("{url}: no TLS client is configured"))?;
+        let name = rustls::pki_types::ServerName::try_from(url.host.clone())
+            .map_err(|e| format!("{:?} is not a host name for TLS: {e}", url.host))?;
+        let stream = tokio_rustls::TlsConnector::from(config)
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+        exchange(stream, client, url, limit).await
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| format!("no complete answer within {timeout:?}"))?
+}
+
+async fn exchange<S>(
+    stream: S,
+    client: &Client,
+    url: &Url,
+    limit: usize,
+) -> Result<(u16, Bytes), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("HTTP handshake failed: {e}"))?;
         let _conn = AbortOnDrop(tokio::spawn(async move {
             let _ = conn.await;
         }));
-        let authority = if url.port == 80 {
+        let authority = if url.port == if url.tls { 443 } else { 80 } {
             url.host.clone()
         } else {
             format!("{}:{}", url.host, url.port)
         };
-        let request = Request::get(url.path.as_str())
+        let mut request = Request::get(url.path.as_str())
             .header(HOST, authority)
-            .header(ACCEPT, "text/plain;version=0.0.4, */*;q=0.1")
+            .header(ACCEPT, "text/plain;version=0.0.4, */*;q=0.1");
+        if let Some(authorization) = &client.authorization {
+            request = request.header(AUTHORIZATION, authorization.clone());
+        }
+        let request = request
             .body(Empty::<Bytes>::new())
             .map_err(|e| e.to_string())?;
         let response = sender
@@ -123,10 +196,7 @@ pub async fn get(url: &Url, timeout: Duration, limit: usize) -> Result<(u16, Byt
             }
         }
         Ok((status, Bytes::from(buf)))
-    };
-    tokio::time::timeout(timeout, exchange)
-        .await
-        .map_err(|_| format!("no complete answer within {timeout:?}"))?
+    }
 }
 
 #[cfg(test)]

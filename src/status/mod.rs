@@ -4,6 +4,7 @@
 //! The document is built from the model by a pure function; its schema is documented in the
 //! README and is what scripts may rely on.
 
+pub mod client;
 pub mod terminal;
 
 use crate::alert::rules::{self, History, Rules};

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub mod prometheus;
 pub mod smtp;
+pub mod tls;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_pipeline-pulse");
 
@@ -73,7 +74,8 @@ impl Sidecar {
                 .recv_timeout(left)
                 .expect("the sidecar did not say where it listens within 20 s");
             startup_log.push(line.clone());
-            if let Some(rest) = line.split("listening on http://").nth(1) {
+            let rest = line.split("listening on http://").nth(1);
+            if let Some(rest) = rest.or_else(|| line.split("listening on https://").nth(1)) {
                 let addr = rest.split_whitespace().next().unwrap();
                 break addr.parse().expect("a socket address");
             }

@@ -1,33 +1,27 @@
 //! The HTTP server: `/metrics` for Prometheus, `/` for people, `/-/healthy` and `/-/ready` for
-//! orchestrators.
-//!
-//! hyper's HTTP/1 connection builder with its timer set: without the timer, hyper's header read
-//! timeout silently does nothing and a client that never finishes its headers holds a
-//! connection forever.
+//! orchestrators. [`serve`] owns the connections; this file answers requests.
 
+use crate::config::WebServing;
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::status::Status;
+use crate::web::Active;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
-    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH,
-    CONTENT_TYPE, VARY,
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_ENCODING,
+    CONTENT_LENGTH, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
 
-/// How long in-flight requests may take to finish at shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+mod serve;
+pub use serve::serve;
 
 /// What the handlers need.
 pub struct HttpState {
@@ -43,114 +37,36 @@ pub struct HttpState {
     pub header_read_timeout: Duration,
     /// Connections served at once; more are answered 503 at once rather than queued.
     pub max_connections: usize,
+    /// TLS and auth; `None` serves plain HTTP to anyone.
+    pub web: Option<WebServing>,
 }
 
-/// The answer to a connection over `max_connections`: written without reading the request.
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\ntoo many connections; try again soon\r\n";
-
-/// Accepts on one listener, forever, handing each connection to the serving loop.
-async fn accept(listener: TcpListener, to: tokio::sync::mpsc::Sender<(TcpStream, SocketAddr)>) {
-    loop {
-        match listener.accept().await {
-            Ok(conn) => {
-                if to.send(conn).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                // Typically EMFILE: back off instead of spinning on the error.
-                tracing::warn!("accepting a connection failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// Serves every listener until `shutdown` completes, then lets in-flight requests finish.
-pub async fn serve(
-    listeners: Vec<TcpListener>,
-    state: Arc<HttpState>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let open = Arc::new(AtomicUsize::new(0));
-    let (to, mut accepted) = tokio::sync::mpsc::channel(64);
-    let acceptors: Vec<_> = listeners
-        .into_iter()
-        .map(|l| tokio::spawn(accept(l, to.clone())))
-        .collect();
-    drop(to);
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            conn = accepted.recv() => match conn {
-                Some(conn) => conn,
-                None => break,
-            },
-            () = &mut shutdown => break,
-        };
-        if open.load(Ordering::Acquire) >= state.max_connections {
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let mut stream = stream;
-                let answer = async {
-                    stream.write_all(BUSY).await?;
-                    stream.shutdown().await?;
-                    // Closing with the request unread would reset the connection and could
-                    // destroy the answer before the client reads it: drain, a little.
-                    let mut sink = [0u8; 4096];
-                    while stream.read(&mut sink).await? > 0 {}
-                    Ok::<_, std::io::Error>(())
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
-            });
-            tracing::debug!(
-                "connection from {peer} refused: {} open",
-                state.max_connections
+async fn handle(
+    state: &HttpState,
+    web: Option<&Active>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let open = req.uri().path() == "/-/healthy"
+        && state.web.as_ref().is_some_and(|w| w.health_without_auth);
+    let mut resp = match web.and_then(|w| w.auth.as_ref()) {
+        Some(auth) if !open && !auth.allows(req.headers().get(AUTHORIZATION)).await => {
+            let mut resp = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+            resp.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"pipeline-pulse\", charset=\"UTF-8\""),
             );
-            continue;
+            resp
         }
-        open.fetch_add(1, Ordering::AcqRel);
-        let still_open = Open(open.clone());
-        let timeout = state.header_read_timeout;
-        let state = state.clone();
-        let service = hyper::service::service_fn(move |req| {
-            let state = state.clone();
-            async move { Ok::<_, std::convert::Infallible>(handle(&state, &req)) }
-        });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(timeout)
-            .serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _open = still_open;
-            if let Err(e) = conn.await {
-                tracing::debug!("connection from {peer}: {e}");
-            }
-        });
+        _ => route(state, &req),
+    };
+    // The security headers the web config asks for go on every answer, refusals included.
+    for (name, value) in web.iter().flat_map(|w| w.headers.iter()) {
+        resp.headers_mut().insert(name.clone(), value.clone());
     }
-    for acceptor in acceptors {
-        acceptor.abort();
-    }
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
-    }
+    resp
 }
 
-/// One open connection, counted until its task ends (even by a panic's unwinding).
-struct Open(Arc<AtomicUsize>);
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn handle(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     // The test of the panic policy: a panic in a connection task must end the process, not
     // leave it serving nothing. Only in debug builds; a release binary has no such path.
@@ -303,7 +219,7 @@ pub fn negotiate(accept: Option<&str>) -> Exposition {
 
 /// The live status page: plain HTML, inline CSS and JS, no external assets (the node may have
 /// no internet, and a status page must not depend on a CDN). It polls `/status`.
-const PAGE: &str = include_str!("status/page.html");
+const PAGE: &str = include_str!("../status/page.html");
 
 #[cfg(test)]
 mod tests {

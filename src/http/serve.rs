@@ -1,0 +1,189 @@
+//! Connections: accepting on every listener, the `max_connections` cap, TLS and the choice of
+//! HTTP/1.1 or HTTP/2, and the graceful end.
+//!
+//! hyper's connection builders get their timer set: without it, hyper's header read timeout
+//! silently does nothing and a client that never finishes its headers holds a connection
+//! forever. A TLS handshake gets the same deadline.
+
+use super::{handle, HttpState};
+use crate::web::Active;
+use hyper::body::Incoming;
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long in-flight requests may take to finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a connection over `max_connections` is given to take its 503.
+const BUSY_GRACE: Duration = Duration::from_secs(1);
+
+/// The answer to a connection over `max_connections`: written without reading the request.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\ntoo many connections; try again soon\r\n";
+
+/// Accepts on one listener, forever, handing each connection to the serving loop.
+async fn accept(listener: TcpListener, to: tokio::sync::mpsc::Sender<(TcpStream, SocketAddr)>) {
+    loop {
+        match listener.accept().await {
+            Ok(conn) => {
+                if to.send(conn).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Typically EMFILE: back off instead of spinning on the error.
+                tracing::warn!("accepting a connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Serves every listener until `shutdown` completes, then lets in-flight requests finish.
+pub async fn serve(
+    listeners: Vec<TcpListener>,
+    state: Arc<HttpState>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let open = Arc::new(AtomicUsize::new(0));
+    let (to, mut accepted) = tokio::sync::mpsc::channel(64);
+    let acceptors: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept(l, to.clone())))
+        .collect();
+    drop(to);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            conn = accepted.recv() => match conn {
+                Some(conn) => conn,
+                None => break,
+            },
+            () = &mut shutdown => break,
+        };
+        // The web config as it is now: a rotated certificate serves this connection.
+        let web = state.web.as_ref().map(|w| w.watched.current());
+        if open.load(Ordering::Acquire) >= state.max_connections {
+            tokio::spawn(refuse(stream, web));
+            tracing::debug!(
+                "connection from {peer} refused: {} open",
+                state.max_connections
+            );
+            continue;
+        }
+        open.fetch_add(1, Ordering::AcqRel);
+        let still_open = Open(open.clone());
+        let watcher = graceful.watcher();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _open = still_open;
+            connection(stream, peer, state, web, watcher).await;
+        });
+    }
+    for acceptor in acceptors {
+        acceptor.abort();
+    }
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+    }
+}
+
+/// One connection: the TLS handshake if the web config asks for TLS, then HTTP/2 if ALPN
+/// chose it, HTTP/1.1 otherwise.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<HttpState>,
+    web: Option<Arc<Active>>,
+    watcher: Watcher,
+) {
+    let Some(tls) = web.as_ref().and_then(|w| w.tls.clone()) else {
+        return http(stream, false, peer, state, web, watcher).await;
+    };
+    match tokio::time::timeout(state.header_read_timeout, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            http(stream, h2, peer, state, web, watcher).await;
+        }
+        // A scanner, a client that does not trust our certificate, no client certificate:
+        // the client is told by the TLS alert; the log says so at debug level.
+        Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
+        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
+    }
+}
+
+async fn http<S>(
+    stream: S,
+    h2: bool,
+    peer: SocketAddr,
+    state: Arc<HttpState>,
+    web: Option<Arc<Active>>,
+    watcher: Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let timeout = state.header_read_timeout;
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let state = state.clone();
+        let web = web.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(&state, web.as_deref(), req).await) }
+    });
+    let io = TokioIo::new(stream);
+    let result = if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .serve_connection(io, service);
+        watcher.watch(conn).await
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(timeout)
+            .serve_connection(io, service);
+        watcher.watch(conn).await
+    };
+    if let Err(e) = result {
+        tracing::debug!("connection from {peer}: {e}");
+    }
+}
+
+/// Answers a connection over `max_connections` with a 503 at once (over TLS when the listener
+/// speaks TLS), instead of queueing it.
+async fn refuse(stream: TcpStream, web: Option<Arc<Active>>) {
+    let answer = async {
+        match web.as_ref().and_then(|w| w.tls.clone()) {
+            Some(tls) => write_busy(tls.busy.accept(stream).await?).await,
+            None => write_busy(stream).await,
+        }
+    };
+    let _ = tokio::time::timeout(BUSY_GRACE, answer).await;
+}
+
+async fn write_busy<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) -> std::io::Result<()> {
+    stream.write_all(BUSY).await?;
+    stream.shutdown().await?;
+    // Closing with the request unread would reset the connection and could destroy the
+    // answer before the client reads it: drain, a little.
+    let mut sink = [0u8; 4096];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
+}
+
+/// One open connection, counted until its task ends (even by a panic's unwinding).
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,105 @@
+//! How `status --url` reaches a sidecar behind its web config: the CA to trust, a client
+//! certificate for mutual TLS, and basic-auth credentials.
+//!
+//! The password never comes from a flag (flags show in `ps` and shell history): it is read
+//! from `PULSE_PASSWORD` or from a file.
+
+use crate::probe::http_get::Client;
+use base64::Engine;
+use hyper::header::HeaderValue;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The environment variable `status` reads the basic-auth password from.
+pub const PASSWORD_ENV: &str = "PULSE_PASSWORD";
+
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// PEM CA certificates to trust instead of the Web PKI roots.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key, for a sidecar that requires one.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// `PULSE_PASSWORD`, as the caller read it.
+    pub password_env: Option<String>,
+}
+
+impl Credentials {
+    pub fn client(&self) -> Result<Client, String> {
+        Ok(Client {
+            tls: Some(Arc::new(self.tls()?)),
+            authorization: self.authorization()?,
+        })
+    }
+
+    fn tls(&self) -> Result<rustls::ClientConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.ca_file {
+            Some(path) => {
+                for cert in CertificateDer::pem_file_iter(path).map_err(|e| pem(path, e))? {
+                    roots
+                        .add(cert.map_err(|e| pem(path, e))?)
+                        .map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!(
+                        "--ca-file {} holds no PEM certificate",
+                        path.display()
+                    ));
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .map_err(|e| pem(cert, e))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| pem(cert, e))?;
+                let key = PrivateKeyDer::from_pem_file(key).map_err(|e| pem(key, e))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("--cert-file and --key-file: {e}"))
+            }
+            (None, None) => Ok(builder.with_no_client_auth()),
+            _ => Err("--cert-file and --key-file go together".to_owned()),
+        }
+    }
+
+    fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+        let Some(user) = &self.user else {
+            return Ok(None);
+        };
+        let password = match (&self.password_file, &self.password_env) {
+            (Some(path), _) => std::fs::read_to_string(path)
+                .map_err(|e| format!("--password-file {}: {e}", path.display()))?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned(),
+            (None, Some(password)) => password.clone(),
+            (None, None) => {
+                return Err(format!(
+                    "--user {user} needs a password: set {PASSWORD_ENV} or give --password-file"
+                ))
+            }
+        };
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let mut value = HeaderValue::from_str(&format!("Basic {encoded}"))
+            .map_err(|_| "the user name cannot go in an HTTP header".to_owned())?;
+        value.set_sensitive(true);
+        Ok(Some(value))
+    }
+}
+
+fn pem(path: &Path, e: rustls::pki_types::pem::Error) -> String {
+    format!("{}: not usable PEM: {e}", path.display())
+}
