@@ -3,7 +3,8 @@
 # node_exporter (the exporter such a node already runs) and mtail (following the same log with
 # bench/mtail/run_inference.mtail); then whether scrapes stay fast while pulse catches up on a
 # 2 GiB backlog of output files (the catch-up takes the model lock per batch, so scrapes
-# interleave with it instead of waiting for it).
+# interleave with it instead of waiting for it). Last, pulse and node_exporter again behind one
+# web config file (TLS 1.3 and basic auth, the same file for both), the bcrypt cache warm.
 #
 # usage: bench/scrape.sh                      # uses target/release/pipeline-pulse
 #        PULSE=/path/to/pipeline-pulse bench/scrape.sh
@@ -27,7 +28,7 @@ WRK=${WRK:-wrk}
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 ACCEPT='application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
 
-for tool in "$MTAIL" "$NODE_EXPORTER" "$WRK" curl; do
+for tool in "$MTAIL" "$NODE_EXPORTER" "$WRK" curl openssl; do
     command -v "$tool" >/dev/null ||
         die "no $tool; apt-get install mtail prometheus-node-exporter wrk curl (or set MTAIL, NODE_EXPORTER, WRK)"
 done
@@ -100,15 +101,17 @@ ms() {
 }
 # load NAME PID URL SECONDS: scrapes URL back to back; leaves the figures in the arrays below.
 declare -A series bytes rps p50 p99 pmax cpu_ms requests
+# Extra headers (basic auth) for wrk and curl, and curl's CA; empty until the TLS rows.
+auth=() trust=()
 load() {
     local name=$1 pid=$2 url=$3 seconds=$4
     say "  $name: ${seconds}s of scrapes"
     local before after
     before=$(cpu_ticks "$pid")
-    "$WRK" -t1 -c1 -d"${seconds}s" --latency -H "Accept: $ACCEPT" "$url" >"$BENCH_DIR/scrape-$name.wrk"
+    "$WRK" -t1 -c1 -d"${seconds}s" --latency -H "Accept: $ACCEPT" "${auth[@]}" "$url" >"$BENCH_DIR/scrape-$name.wrk"
     after=$(cpu_ticks "$pid")
     # The exposition as the last scrapes saw it (during a catch-up it grows as files are read).
-    curl -sf -H "Accept: $ACCEPT" "$url" >"$BENCH_DIR/scrape-$name.txt"
+    curl -sf -H "Accept: $ACCEPT" "${auth[@]}" "${trust[@]}" "$url" >"$BENCH_DIR/scrape-$name.txt"
     series[$name]=$(grep -vc '^#' "$BENCH_DIR/scrape-$name.txt")
     bytes[$name]=$(stat -c %s "$BENCH_DIR/scrape-$name.txt")
     local w=$BENCH_DIR/scrape-$name.wrk
@@ -150,6 +153,53 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 [[ $ready_during == 503 ]] ||
     say "warning: the catch-up ended before the scrapes did (/-/ready said $ready_during); use a larger backlog"
 
+# --- behind a web config: TLS and basic auth -----------------------------------------------
+tls=$BENCH_DIR/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout "$tls/tls.key" -out "$tls/tls.crt" 2>/dev/null
+# Cost 10, as exporter-toolkit's documentation has it: only the first scrape pays for it.
+hash=$(printf 'bench-password\n' | "$PULSE" hash-password --cost 10)
+cat >"$tls/web-config.yml" <<WEB
+tls_server_config:
+  cert_file: tls.crt
+  key_file: tls.key
+basic_auth_users:
+  prometheus: $hash
+WEB
+auth=(-H "Authorization: Basic $(printf 'prometheus:bench-password' | base64)")
+trust=(--cacert "$tls/tls.crt")
+pulse_port=$(free_port)
+"$PULSE" run --listen "127.0.0.1:$pulse_port" --log "$log" \
+    --outputs "$small/*/raw_responses.jsonl" --gpu simulated --gpu-processes \
+    --web-config-file "$tls/web-config.yml" 2>"$BENCH_DIR/scrape-pulse-tls.err" &
+pids+=($!)
+pulse_pid=$!
+node_port=$(free_port)
+"$NODE_EXPORTER" --web.listen-address="127.0.0.1:$node_port" --web.config.file="$tls/web-config.yml" \
+    2>"$BENCH_DIR/scrape-node-tls.err" &
+pids+=($!)
+node_pid=$!
+wait_tls() { # URL PATTERN
+    for _ in $(seq 6000); do
+        local body
+        body=$(curl -sf "${auth[@]}" "${trust[@]}" "$1" 2>/dev/null) && grep -Eq "$2" <<<"$body" && return 0
+        sleep 0.01
+    done
+    die "$1 never matched $2"
+}
+wait_tls "https://127.0.0.1:$pulse_port/-/ready" .
+wait_tls "https://127.0.0.1:$pulse_port/metrics" '^pulse_gpus 8'
+wait_tls "https://127.0.0.1:$node_port/metrics" '^node_exporter_build_info'
+say "scraping over TLS with basic auth..."
+load pulse_tls "$pulse_pid" "https://127.0.0.1:$pulse_port/metrics" "$BENCH_SECONDS"
+load node_tls "$node_pid" "https://127.0.0.1:$node_port/metrics" "$BENCH_SECONDS"
+tls_version=$(curl -sv "${auth[@]}" "${trust[@]}" -o /dev/null "https://127.0.0.1:$pulse_port/-/healthy" 2>&1 |
+    awk '/SSL connection using/ { print $5; exit }')
+kill "$pulse_pid" "$node_pid"
+wait "$pulse_pid" "$node_pid" 2>/dev/null || true
+pids=()
+
 row() { # LABEL NAME: one table row; during the catch-up the CPU is the catch-up's, not the scrapes'
     local cpu=${cpu_ms[$2]} per_series
     per_series=$(calc '%.2f' "$cpu * 1000 / ${series[$2]}")
@@ -176,11 +226,19 @@ $(row pipeline-pulse pulse)
 $(row node_exporter node_exporter)
 $(row mtail mtail)
 $(row 'pipeline-pulse, catching up on 2 GiB' catchup)
+$(row 'pipeline-pulse, TLS + basic auth' pulse_tls)
+$(row 'node_exporter, TLS + basic auth' node_tls)
 
 | pipeline-pulse vs | scrapes/s | CPU per scrape | CPU per series |
 |---|---:|---:|---:|
 | node_exporter | $(calc '%.1fx' "${rps[pulse]} / ${rps[node_exporter]}") | $(calc '%.2f' "${cpu_ms[pulse]} / ${cpu_ms[node_exporter]}") | $(calc '%.2f' "(${cpu_ms[pulse]} / ${series[pulse]}) / (${cpu_ms[node_exporter]} / ${series[node_exporter]})") |
 | mtail | $(calc '%.1fx' "${rps[pulse]} / ${rps[mtail]}") | $(calc '%.2f' "${cpu_ms[pulse]} / ${cpu_ms[mtail]}") | $(calc '%.2f' "(${cpu_ms[pulse]} / ${series[pulse]}) / (${cpu_ms[mtail]} / ${series[mtail]})") |
+| node_exporter, both behind TLS + basic auth | $(calc '%.1fx' "${rps[pulse_tls]} / ${rps[node_tls]}") | $(calc '%.2f' "${cpu_ms[pulse_tls]} / ${cpu_ms[node_tls]}") | $(calc '%.2f' "(${cpu_ms[pulse_tls]} / ${series[pulse_tls]}) / (${cpu_ms[node_tls]} / ${series[node_tls]})") |
+
+- TLS + basic auth: one web config file (a P-256 certificate, one bcrypt user at cost 10) for both;
+  $tls_version, one kept-alive connection, so the handshake and the one bcrypt check are paid once
+  and the cache answers the rest. TLS costs pulse $(calc '%.3f' "${cpu_ms[pulse_tls]} - ${cpu_ms[pulse]}") ms of CPU per scrape
+  (${cpu_ms[pulse_tls]} against ${cpu_ms[pulse]}), node_exporter $(calc '%.3f' "${cpu_ms[node_tls]} - ${cpu_ms[node_exporter]}") ms.
 
 - During the catch-up: ${requests[catchup]} scrapes in 2 s, p99 ${p99[catchup]} ms against
   ${p99[pulse]} ms at rest; /-/ready said $ready_during when they ended, and 200 after ${ready_after} s,

@@ -864,11 +864,25 @@ fn the_kubernetes_manifests_validate_strictly() {
         );
     }
 
-    // The sidecar accepts the config the ConfigMap gives it.
+    // The sidecar accepts the config the ConfigMap gives it, with the Secret's web config where
+    // job.yaml mounts it: beside a certificate named as the TLS Secret's keys.
     let configmap = read_repo("deploy/kubernetes/configmap.yaml");
+    let secret = read_repo("deploy/kubernetes/web-config-secret.yaml");
     let dir = temp_dir();
+    let web = dir.path().join("web");
+    let pki = common::tls::Pki::new(&web, "test-ca");
+    std::fs::copy(pki.path("server.crt"), web.join("tls.crt")).unwrap();
+    std::fs::copy(pki.path("server.key"), web.join("tls.key")).unwrap();
+    let web_config = web.join("web-config.yml");
+    std::fs::write(&web_config, block_scalar(&secret, "web-config.yml: |")).unwrap();
+    let mounted = "/etc/pipeline-pulse/web/web-config.yml";
+    let toml = block_scalar(&configmap, "pipeline-pulse.toml: |");
+    assert!(
+        toml.contains(&format!("web_config_file = \"{mounted}\"")),
+        "the ConfigMap's web_config_file moved"
+    );
     let config = dir.path().join("pipeline-pulse.toml");
-    std::fs::write(&config, block_scalar(&configmap, "pipeline-pulse.toml: |")).unwrap();
+    std::fs::write(&config, toml.replace(mounted, path_str(&web_config))).unwrap();
     let (ok, stdout, stderr) = run_tool(Command::new(BIN).arg("check-config").arg(&config));
     assert!(
         ok,
@@ -890,6 +904,11 @@ fn the_kubernetes_manifests_validate_strictly() {
     assert!(has(&job, "restartPolicy: Always"));
     assert!(has(&job, "shareProcessNamespace: true"));
     assert!(has(&job, "- name: NVIDIA_VISIBLE_DEVICES"));
+    // The web config and the certificate reach the sidecar, and the scrape speaks TLS.
+    assert!(has(&job, "path: web/web-config.yml"));
+    assert!(has(&job, "name: pipeline-pulse-tls"));
+    assert!(has(&job, "scheme: HTTPS"));
+    assert!(has(&podmonitor, "scheme: https"));
 }
 
 /// A panic exits 101 so that the supervisor restarts the sidecar: both deploy files must

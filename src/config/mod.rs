@@ -140,8 +140,9 @@ pub struct RawConfig {
     /// certificates and basic auth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub web_config_file: Option<PathBuf>,
-    /// Serve `/-/healthy` without basic auth or client certificates, for probes that have
-    /// neither (by default auth covers every path, as in exporter-toolkit).
+    /// Serve `/-/healthy` without basic auth, for probes that cannot send it (by default auth
+    /// covers every path, as in exporter-toolkit). A required client certificate is still
+    /// required: TLS comes before any path is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_without_auth: Option<bool>,
     pub snapshot_interval: Option<String>,
