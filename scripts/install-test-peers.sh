@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
 # aiosmtpd (a real SMTP server), the tqdm library (writes the progress logs we parse), openssl
-# (certificates for the STARTTLS test) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
+# (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
+# HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
@@ -10,6 +11,7 @@ need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
+command -v curl >/dev/null || need+=(curl)
 command -v chromium >/dev/null || need+=(chromium)
 command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v systemd-analyze >/dev/null || need+=(systemd)
