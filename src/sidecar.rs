@@ -191,7 +191,10 @@ pub async fn serve(
     let judging = Arc::new(AtomicUsize::new(2 + usize::from(probing)));
     let both = || vec![catching_up.clone(), judging.clone()];
     let state = Arc::new(HttpState {
-        registry: metrics::registry(run.clone()),
+        registry: metrics::registry_with_web(
+            run.clone(),
+            config.web.as_ref().map(|w| w.watched.counters().clone()),
+        ),
         run: run.clone(),
         host: config.alerts.context.host.clone(),
         catching_up: catching_up.clone(),

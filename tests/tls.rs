@@ -48,6 +48,17 @@ fn curl(args: &[&str], url: &str) -> (i32, String, String) {
     )
 }
 
+/// The sidecar's exposition, over TLS; `user` as curl's `-u` if it asks for basic auth.
+fn metrics(addr: SocketAddr, ca: &Path, user: Option<&str>) -> common::Metrics {
+    let mut args = vec!["--cacert", path_str(ca), "-f"];
+    if let Some(user) = user {
+        args.extend(["-u", user]);
+    }
+    let (code, out, err) = curl(&args, &url(addr, "/metrics"));
+    assert_eq!(code, 0, "{err}");
+    common::Metrics(out)
+}
+
 fn url(addr: SocketAddr, path: &str) -> String {
     format!("https://localhost:{}{path}", addr.port())
 }
@@ -297,6 +308,13 @@ fn basic_auth_refuses_with_a_challenge_and_status_logs_in() {
         assert!(head.contains(" 200"), "{head}");
         assert!(head.contains("x-content-type-options: nosniff"), "{head}");
     }
+    let m = metrics(sidecar.addr, &pki.path("ca.crt"), Some(&good));
+    assert_eq!(
+        m.get("pulse_http_unauthorized_total", ""),
+        Some(4.0),
+        "{}",
+        m.0
+    );
     // health_without_auth opens /-/healthy, and only it.
     assert!(answer(None, "/-/healthy").contains(" 200"));
     assert!(answer(None, "/-/ready").contains(" 401"));
@@ -389,6 +407,29 @@ fn a_certificate_replaced_on_disk_is_served_to_the_next_connection() {
     let (ok, err) = healthy(&rotated.path("ca.crt"));
     assert!(ok, "{err}");
     sidecar.wait_log("cannot be used, so the last good one stays");
+    // Files are looked at when a connection comes: the key and the certificate, both replaced
+    // before the next one, are one reload; the truncated certificate, one failure.
+    let m = metrics(sidecar.addr, &rotated.path("ca.crt"), None);
+    let reloads = |result: &str| {
+        m.get(
+            "pulse_web_config_reloads_total",
+            &format!("result=\"{result}\""),
+        )
+    };
+    assert_eq!(reloads("success"), Some(1.0), "{}", m.0);
+    assert_eq!(reloads("failure"), Some(1.0), "{}", m.0);
+    assert_eq!(
+        m.get("pulse_web_config_last_reload_successful", ""),
+        Some(0.0)
+    );
+    // Two connections trusted the other CA and were refused in the handshake.
+    assert_eq!(
+        m.get("pulse_http_tls_handshake_failures_total", ""),
+        Some(2.0)
+    );
+    let promtool = require_tool("promtool", "prometheus");
+    let (clean, said) = common::promtool_check_metrics(&promtool, &m.0);
+    assert!(clean, "{said}");
 }
 
 #[test]

@@ -50,6 +50,9 @@ async fn handle(
         && state.web.as_ref().is_some_and(|w| w.health_without_auth);
     let mut resp = match web.and_then(|w| w.auth.as_ref()) {
         Some(auth) if !open && !auth.allows(req.headers().get(AUTHORIZATION)).await => {
+            if let Some(web) = &state.web {
+                crate::web::Counters::count(&web.watched.counters().unauthorized);
+            }
             let mut resp = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
             resp.headers_mut().insert(
                 WWW_AUTHENTICATE,

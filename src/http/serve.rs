@@ -6,7 +6,7 @@
 //! forever. A TLS handshake gets the same deadline.
 
 use super::{handle, HttpState};
-use crate::web::Active;
+use crate::web::{Active, Counters};
 use hyper::body::Incoming;
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -118,8 +118,20 @@ async fn connection(
         }
         // A scanner, a client that does not trust our certificate, no client certificate:
         // the client is told by the TLS alert; the log says so at debug level.
-        Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
-        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
+        Ok(Err(e)) => {
+            count_failed_handshake(&state);
+            tracing::debug!("TLS handshake with {peer} failed: {e}");
+        }
+        Err(_) => {
+            count_failed_handshake(&state);
+            tracing::debug!("TLS handshake with {peer} timed out");
+        }
+    }
+}
+
+fn count_failed_handshake(state: &HttpState) {
+    if let Some(web) = &state.web {
+        Counters::count(&web.watched.counters().handshakes_failed);
     }
 }
 

@@ -7,6 +7,7 @@ mod alerts;
 mod node;
 mod partitions;
 mod sources;
+mod web;
 
 use crate::model::Run;
 use crate::process_metrics::ProcessStats;
@@ -46,14 +47,21 @@ impl Exposition {
 struct RunCollector {
     run: Arc<Mutex<Run>>,
     revision: &'static str,
+    web: Option<Arc<crate::web::Counters>>,
 }
 
 /// The registry holding our collector; encode it with [`encode`].
 pub fn registry(run: Arc<Mutex<Run>>) -> Registry {
+    registry_with_web(run, None)
+}
+
+/// [`registry`], with the web config's counters when one is served.
+pub fn registry_with_web(run: Arc<Mutex<Run>>, web: Option<Arc<crate::web::Counters>>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(RunCollector {
         run,
         revision: env!("PULSE_GIT_REVISION"),
+        web,
     }));
     registry
 }
@@ -91,6 +99,9 @@ impl Collector for RunCollector {
             MetricType::Gauge,
             [(labels, ConstGauge::new(1i64))],
         )?;
+        if let Some(web) = &self.web {
+            web::encode(web, &mut enc)?;
+        }
         encode_process(&ProcessStats::read(), &mut enc)
     }
 }

@@ -17,9 +17,27 @@ use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A file this large is not a web config (nor a certificate): refuse it rather than read it.
 const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// What the web config's guards turned away, and how its reloads went, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub reloads_ok: AtomicU64,
+    pub reloads_failed: AtomicU64,
+    /// Whether the last reload loaded (1 until one fails).
+    pub last_reload_failed: AtomicBool,
+    pub handshakes_failed: AtomicU64,
+    pub unauthorized: AtomicU64,
+}
+
+impl Counters {
+    pub fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Why a web config cannot be used, naming the YAML key (`tls_server_config.key_file`).
 #[derive(Debug, Clone, thiserror::Error)]

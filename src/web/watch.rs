@@ -6,8 +6,9 @@
 //! the last good config and says why, once per change: a certificate half-written by a
 //! rotation must not take the endpoint down, and its completion is a change of its own.
 
-use super::{load, Active};
+use super::{load, Active, Counters};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -40,6 +41,7 @@ fn stamp(path: &Path) -> Stamp {
 pub struct Watched {
     path: PathBuf,
     current: Mutex<Current>,
+    counters: Arc<Counters>,
 }
 
 struct Current {
@@ -58,7 +60,12 @@ impl Watched {
                 active: Arc::new(active),
                 stamps,
             }),
+            counters: Arc::new(Counters::default()),
         }
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
     }
 
     /// The config to serve the next connection with, read again if a file changed.
@@ -76,12 +83,20 @@ impl Watched {
                 );
                 current.stamps = active.files.iter().map(|f| stamp(f)).collect();
                 current.active = Arc::new(active);
+                Counters::count(&self.counters.reloads_ok);
+                self.counters
+                    .last_reload_failed
+                    .store(false, Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::warn!(
                     "web config changed but cannot be used, so the last good one stays: {e}"
                 );
                 current.stamps = stamps;
+                Counters::count(&self.counters.reloads_failed);
+                self.counters
+                    .last_reload_failed
+                    .store(true, Ordering::Relaxed);
             }
         }
         current.active.clone()
