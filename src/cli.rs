@@ -196,6 +196,14 @@ pub struct RunArgs {
     /// Connections served at once; more are answered 503 at once [default: 64].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// An Alertmanager to push the alerts to, by its base URL (repeatable: an HA pair gets
+    /// every alert, as from Prometheus).
+    #[arg(long = "alertmanager-url", value_name = "URL")]
+    pub alertmanager_urls: Vec<String>,
+    /// A URL to GET every heartbeat_interval while every input reads (healthchecks.io, Uptime
+    /// Kuma); URL/fail while a collector is down.
+    #[arg(long, value_name = "URL")]
+    pub heartbeat_url: Option<String>,
     /// The Prometheus web configuration file (TLS, client certificates, basic auth), the
     /// schema every Prometheus exporter reads; `--web.config.file` is the same flag.
     #[arg(long, value_name = "FILE", alias = "web.config.file")]
@@ -225,6 +233,12 @@ impl RunArgs {
         }
         if let Some(interval) = &self.poll_interval {
             raw.poll_interval = Some(interval.clone());
+        }
+        if let Some(url) = &self.heartbeat_url {
+            raw.heartbeat_url = Some(url.clone());
+        }
+        if !self.alertmanager_urls.is_empty() {
+            raw.alertmanager_urls = self.alertmanager_urls.clone();
         }
         if let Some(file) = &self.web_config_file {
             raw.web_config_file = Some(file.clone());

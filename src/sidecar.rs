@@ -238,6 +238,10 @@ pub async fn serve(
         }
         tokio::spawn(probes.run_every(config.probe_interval, both()))
     });
+    let heartbeat = config
+        .heartbeat
+        .clone()
+        .map(|h| tokio::spawn(crate::alert::heartbeat::run_every(h, run.clone())));
     let discovering = match (discovery, additions) {
         (Some(discovery), Some(additions)) => {
             Some(tokio::spawn(discovery.run_every(run.clone(), additions)))
@@ -264,6 +268,9 @@ pub async fn serve(
     }
     if let Some(discovering) = discovering {
         discovering.abort();
+    }
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.abort();
     }
     for source in running {
         drop(source.stop);

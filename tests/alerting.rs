@@ -96,7 +96,7 @@ fn a_stall_sends_one_email_with_the_evidence_and_recovery_sends_one_resolved() {
     let m = sidecar.wait_metrics("two sent", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"sent\"",
+            "alert=\"Stalled\",result=\"sent\",channel=\"email\"",
         ) == Some(2.0)
     });
     assert_eq!(
@@ -165,7 +165,7 @@ fn smtp_down_while_firing_is_delivered_exactly_once_when_it_is_back() {
     sidecar.wait_metrics("a failed attempt", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"failed\"",
+            "alert=\"Stalled\",result=\"failed\",channel=\"email\"",
         )
         .is_some_and(|n| n >= 1.0)
     });
@@ -175,7 +175,7 @@ fn smtp_down_while_firing_is_delivered_exactly_once_when_it_is_back() {
     sidecar.wait_metrics("one sent", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"sent\"",
+            "alert=\"Stalled\",result=\"sent\",channel=\"email\"",
         ) == Some(1.0)
     });
     append(&log, "  150/1000 (0 err) 1.0 req/s\n");
@@ -213,7 +213,7 @@ fn a_server_that_never_answers_times_out_and_is_retried() {
     sidecar.wait_metrics("a retry after the timeout", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"failed\"",
+            "alert=\"Stalled\",result=\"failed\",channel=\"email\"",
         )
         .is_some_and(|n| n >= 2.0)
     });
@@ -236,13 +236,13 @@ fn a_550_is_counted_and_not_retried() {
     let m = sidecar.wait_metrics("the rejection", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"rejected\"",
+            "alert=\"Stalled\",result=\"rejected\",channel=\"email\"",
         ) == Some(1.0)
     });
     assert_eq!(
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"failed\""
+            "alert=\"Stalled\",result=\"failed\",channel=\"email\""
         ),
         Some(0.0),
         "a 5xx is not retried (the counter exists from the start, at 0)"
@@ -327,7 +327,7 @@ fn a_restart_while_firing_does_not_send_the_email_again() {
     sidecar.wait_metrics("sent", |m| {
         m.get(
             "pulse_notifications_total",
-            "alert=\"Stalled\",result=\"sent\"",
+            "alert=\"Stalled\",result=\"sent\",channel=\"email\"",
         ) == Some(1.0)
     });
     // Kill only once the state says it was delivered (SMTP cannot tell a resend apart).

@@ -47,19 +47,6 @@ fn require_pip_tool(name: &str, package: &str) -> PathBuf {
     })
 }
 
-/// Debian names the Alertmanager server `prometheus-alertmanager`; upstream `alertmanager`.
-fn alertmanager_binary() -> PathBuf {
-    find_in_path("prometheus-alertmanager")
-        .or_else(|| find_in_path("alertmanager"))
-        .unwrap_or_else(|| {
-            panic!(
-                "`alertmanager` is not installed; this test needs it. Install it with: \
-                 apt-get update && apt-get install -y --no-install-recommends \
-                 prometheus-alertmanager"
-            )
-        })
-}
-
 /// Runs a command to its end; returns whether it succeeded and what it said on stdout and
 /// stderr.
 fn run_tool(command: &mut Command) -> (bool, String, String) {

@@ -163,11 +163,26 @@ pub struct Outgoing {
     pub subject: String,
     /// The alerts it carries, for `pulse_notifications_total`.
     pub alerts: Vec<String>,
+    /// `email`, or the HTTP channel's config key (`webhooks[0]`). Outboxes saved before there
+    /// were channels hold emails.
+    #[serde(default = "email_channel")]
+    pub channel: String,
+    /// For an email; empty for an HTTP channel.
+    #[serde(default)]
     pub from: String,
+    #[serde(default)]
     pub to: Vec<String>,
+    /// The email's MIME text, or the JSON an HTTP channel posts.
     pub raw: String,
     pub attempts: u32,
     pub next_attempt_at: f64,
+}
+
+/// The channel of every email.
+pub const EMAIL: &str = "email";
+
+fn email_channel() -> String {
+    EMAIL.to_owned()
 }
 
 /// Builds the MIME message (text and HTML alternatives).
@@ -211,6 +226,7 @@ pub fn compose(
         id,
         subject: email.subject.clone(),
         alerts,
+        channel: email_channel(),
         from: from.to_owned(),
         to: to.to_vec(),
         raw: String::from_utf8_lossy(&message.formatted()).into_owned(),
@@ -222,8 +238,9 @@ pub fn compose(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     Sent,
-    /// Worth trying again later: the server is down, slow, or said 4xx.
-    Retry(String),
+    /// Worth trying again later: the server is down, slow, or said 4xx (SMTP) or 5xx or 429
+    /// (HTTP), with the seconds it asked us to wait, if it did.
+    Retry(String, Option<f64>),
     /// The server said no for good (5xx): dropped, counted, logged.
     Rejected(String),
 }
@@ -235,7 +252,7 @@ pub async fn deliver(transport: &Transport, message: &Outgoing, timeout: Duratio
             message.raw.as_bytes(),
         ) {
             Ok(()) => Outcome::Sent,
-            Err(e) => Outcome::Retry(format!("cannot write into {}: {e}", dir.display())),
+            Err(e) => Outcome::Retry(format!("cannot write into {}: {e}", dir.display()), None),
         },
         Transport::Smtp(smtp) => {
             let envelope = match envelope(message) {
@@ -247,10 +264,11 @@ pub async fn deliver(transport: &Transport, message: &Outgoing, timeout: Duratio
             {
                 Ok(Ok(_)) => Outcome::Sent,
                 Ok(Err(e)) if e.is_permanent() => Outcome::Rejected(describe(&e)),
-                Ok(Err(e)) => Outcome::Retry(describe(&e)),
-                Err(_) => {
-                    Outcome::Retry(format!("the SMTP server did not finish within {timeout:?}"))
-                }
+                Ok(Err(e)) => Outcome::Retry(describe(&e), None),
+                Err(_) => Outcome::Retry(
+                    format!("the SMTP server did not finish within {timeout:?}"),
+                    None,
+                ),
             }
         }
     }

@@ -1,20 +1,26 @@
 //! The alert loop: every `alert_interval`, evaluate the rules on the model, step the
-//! lifecycle, render what it says into one email, queue it, and deliver what is due.
+//! lifecycle, render what it says for every channel (one email, one webhook message each, the
+//! firing alerts for each Alertmanager), queue it, and deliver what is due. Channels are
+//! delivered side by side: one that hangs until its timeout never holds another back.
 //!
 //! The lifecycle, the rule history and the outbox are saved atomically to the state directory
 //! (`alerts.json`) after every change and before any send: a restart resumes them, so a
 //! notification is neither lost nor sent twice. (A crash between an SMTP server's "250 OK" and
 //! the save that follows it would send that one message again: SMTP has no way to ask.)
 
-use super::delivery::{self, Outcome, Outgoing, Target, Transport};
+use super::channel::{HttpChannel, Shape};
+use super::delivery::{self, Outcome, Outgoing, Target, Transport, EMAIL};
 use super::email::{self, Context};
-use super::lifecycle::Lifecycle;
+use super::lifecycle::{Kind, Lifecycle, Notification};
+use super::payload;
 use super::rules::{self, History, Rules};
 use crate::clock;
 use crate::model::{AlertState, Run};
+use crate::probe::http_get::Client;
 use crate::state::StateDir;
 use crate::status::Status;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,9 +46,20 @@ pub struct AlertConfig {
     pub rules: Rules,
     pub interval: Duration,
     pub repeat: Duration,
-    /// `None`: notifications are only logged.
+    /// `None`: no email.
     pub delivery: Option<Delivery>,
+    /// Alertmanagers and webhooks.
+    pub http: Vec<HttpChannel>,
+    /// The most one POST to an HTTP channel may take.
+    pub http_timeout: Duration,
     pub context: Context,
+}
+
+impl AlertConfig {
+    /// Whether any channel is configured; without one, notifications are only logged.
+    pub fn notifies(&self) -> bool {
+        self.delivery.is_some() || !self.http.is_empty()
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -51,6 +68,9 @@ struct Saved {
     history: History,
     outbox: Vec<Outgoing>,
     next_id: u64,
+    /// When the firing alerts were last pushed to the Alertmanagers.
+    #[serde(default)]
+    alertmanager_pushed_at: f64,
 }
 
 pub struct Engine {
@@ -59,6 +79,8 @@ pub struct Engine {
     state: Option<StateDir>,
     saved: Saved,
     transport: Option<Transport>,
+    /// A TLS client per HTTP channel, by name.
+    clients: BTreeMap<String, Client>,
 }
 
 impl Engine {
@@ -78,6 +100,7 @@ impl Engine {
             state: state.cloned(),
             saved,
             transport: None,
+            clients: BTreeMap::new(),
         }
     }
 
@@ -91,6 +114,14 @@ impl Engine {
             match Transport::build(&delivery.target, delivery.timeout) {
                 Ok(t) => self.transport = Some(t),
                 Err(e) => tracing::error!("alert emails cannot be sent: {e}"),
+            }
+        }
+        for channel in &self.config.http {
+            match channel.client() {
+                Ok(client) => {
+                    self.clients.insert(channel.name.clone(), client);
+                }
+                Err(e) => tracing::error!("{} cannot be sent to: {e}", channel.name),
             }
         }
         let mut ticks = tokio::time::interval(self.config.interval);
@@ -136,79 +167,187 @@ impl Engine {
                 summary: s.summary,
             })
             .collect();
-        if notifications.is_empty() {
-            drop(run);
-            self.save();
-            return;
-        }
         let status = Status::from_run(&run, &self.config.context.host, now);
-        let email = email::render(&notifications, &status, &self.config.context, now);
-        let alerts: Vec<String> = notifications
-            .iter()
-            .map(|n| n.condition.alert.to_string())
-            .collect();
-        tracing::warn!("{}", email.subject);
-        let Some(delivery) = &self.config.delivery else {
-            for alert in &alerts {
-                count(&mut run, alert, "not_configured");
+        if !notifications.is_empty() {
+            let subject = email::render(&notifications, &status, &self.config.context, now).subject;
+            tracing::warn!("{subject}");
+            if !self.config.notifies() {
+                for n in &notifications {
+                    count(
+                        &mut run,
+                        &n.condition.alert.to_string(),
+                        "not_configured",
+                        EMAIL,
+                    );
+                }
             }
-            drop(run);
-            self.save();
-            return;
-        };
-        drop(run);
-        self.saved.next_id += 1;
-        let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
-        match delivery::compose(
-            &email,
-            &delivery.from,
-            &delivery.to,
-            alerts,
-            id,
-            &self.config.context.host,
-        ) {
-            Ok(message) => self.saved.outbox.push(message),
-            Err(e) => tracing::error!("cannot compose the alert email: {e}"),
         }
+        drop(run);
+        let queued = self.outgoing(&notifications, &status, now);
+        self.saved.outbox.extend(queued);
         // Saved before any attempt: from here on a restart sends it, and only once.
         self.save();
     }
 
-    async fn deliver(&mut self) {
-        let (Some(transport), Some(delivery)) = (&self.transport, &self.config.delivery) else {
-            return;
-        };
-        let now = clock::now();
-        let mut i = 0;
-        while i < self.saved.outbox.len() {
-            if self.saved.outbox[i].next_attempt_at > now {
-                i += 1;
-                continue;
+    /// What each channel gets for this evaluation's notifications.
+    fn outgoing(
+        &mut self,
+        notifications: &[Notification],
+        status: &Status,
+        now: f64,
+    ) -> Vec<Outgoing> {
+        let mut out = Vec::new();
+        let alerts: Vec<String> = notifications
+            .iter()
+            .map(|n| n.condition.alert.to_string())
+            .collect();
+        let context = &self.config.context;
+        if let (Some(delivery), false) = (&self.config.delivery, notifications.is_empty()) {
+            let email = email::render(notifications, status, context, now);
+            self.saved.next_id += 1;
+            let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
+            match delivery::compose(
+                &email,
+                &delivery.from,
+                &delivery.to,
+                alerts.clone(),
+                id,
+                &context.host,
+            ) {
+                Ok(message) => out.push(message),
+                Err(e) => tracing::error!("cannot compose the alert email: {e}"),
             }
-            let outcome =
-                delivery::deliver(transport, &self.saved.outbox[i], delivery.timeout).await;
+        }
+        let interval = self.config.interval.as_secs_f64();
+        // Alertmanager wants every firing alert again before the last copy expires, and each
+        // change at once.
+        let changed = notifications
+            .iter()
+            .any(|n| !matches!(n.kind, Kind::Reminder));
+        let firing = self.saved.lifecycle.firing();
+        let due = now - self.saved.alertmanager_pushed_at >= payload::RESEND_SECONDS;
+        let push = changed || (!firing.is_empty() && due);
+        if push {
+            self.saved.alertmanager_pushed_at = now;
+        }
+        for channel in &self.config.http {
+            let (body, carried) = match channel.shape {
+                Shape::AlertmanagerApi if push => {
+                    let mut batch: Vec<payload::Alert> = firing
+                        .iter()
+                        .map(|(c, since)| {
+                            payload::alert(
+                                c,
+                                context,
+                                *since,
+                                payload::valid_until(interval, now),
+                                false,
+                            )
+                        })
+                        .collect();
+                    let mut carried: Vec<String> =
+                        firing.iter().map(|(c, _)| c.alert.to_string()).collect();
+                    for n in notifications {
+                        if matches!(n.kind, Kind::Resolved { .. } | Kind::Notice) {
+                            batch.extend(payload::from_notifications(
+                                std::slice::from_ref(n),
+                                context,
+                                interval,
+                                now,
+                            ));
+                            carried.push(n.condition.alert.to_string());
+                        }
+                    }
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    (payload::alertmanager_api(&batch, context), carried)
+                }
+                Shape::Alertmanager if !notifications.is_empty() => {
+                    let batch = payload::from_notifications(notifications, context, interval, now);
+                    (
+                        payload::webhook_v4(&batch, context, &channel.name),
+                        alerts.clone(),
+                    )
+                }
+                Shape::Slack if !notifications.is_empty() => (
+                    payload::slack(notifications, status, context),
+                    alerts.clone(),
+                ),
+                _ => continue,
+            };
+            self.saved.next_id += 1;
+            out.push(Outgoing {
+                id: format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id),
+                subject: format!("{} alert(s) to {}", carried.len(), channel.name),
+                alerts: carried,
+                channel: channel.name.clone(),
+                from: String::new(),
+                to: Vec::new(),
+                raw: body.to_string(),
+                attempts: 0,
+                next_attempt_at: 0.0,
+            });
+        }
+        out
+    }
+
+    async fn deliver(&mut self) {
+        let now = clock::now();
+        let mut due: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, m) in self.saved.outbox.iter().enumerate() {
+            if m.next_attempt_at <= now {
+                due.entry(m.channel.as_str()).or_default().push(i);
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        // One future per channel, all at once; within a channel, in the order queued.
+        let this = &*self;
+        let sends = due.into_iter().map(|(channel, indices)| async move {
+            let mut outcomes = Vec::new();
+            for i in indices {
+                outcomes.push((i, this.send(channel, &this.saved.outbox[i]).await));
+            }
+            outcomes
+        });
+        let mut outcomes: Vec<(usize, Outcome)> = futures_util::future::join_all(sends)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        // Removing from the back keeps the other indices right.
+        outcomes.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        let base = self
+            .config
+            .delivery
+            .as_ref()
+            .map_or(10.0, |d| d.retry_backoff.as_secs_f64());
+        for (i, outcome) in outcomes {
             let message = &mut self.saved.outbox[i];
             let result = match &outcome {
                 Outcome::Sent => {
-                    tracing::info!("sent \"{}\" to {}", message.subject, message.to.join(", "));
+                    tracing::info!("sent \"{}\" ({})", message.subject, message.channel);
                     "sent"
                 }
-                Outcome::Retry(e) => {
+                Outcome::Retry(e, after) => {
                     message.attempts += 1;
-                    let wait =
-                        delivery::backoff(message.attempts, delivery.retry_backoff.as_secs_f64());
+                    let wait = delivery::backoff(message.attempts, base).max(after.unwrap_or(0.0));
                     message.next_attempt_at = now + wait;
                     tracing::warn!(
-                        "sending \"{}\" failed (attempt {}): {e}; trying again in {wait:.0}s",
+                        "sending \"{}\" ({}) failed (attempt {}): {e}; trying again in {wait:.0}s",
                         message.subject,
+                        message.channel,
                         message.attempts
                     );
                     "failed"
                 }
                 Outcome::Rejected(e) => {
                     tracing::error!(
-                        "the SMTP server rejected \"{}\" for good, dropping it: {e}",
-                        message.subject
+                        "\"{}\" was rejected for good by {}, dropping it: {e}",
+                        message.subject,
+                        message.channel
                     );
                     "rejected"
                 }
@@ -216,16 +355,37 @@ impl Engine {
             {
                 let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
                 for alert in &message.alerts {
-                    count(&mut run, alert, result);
+                    count(&mut run, alert, result, &message.channel);
                 }
             }
-            if matches!(outcome, Outcome::Retry(_)) {
-                i += 1;
-            } else {
+            if !matches!(outcome, Outcome::Retry(..)) {
                 self.saved.outbox.remove(i);
             }
-            self.save();
         }
+        self.save();
+    }
+
+    /// One attempt at one message, on its channel.
+    async fn send(&self, channel: &str, message: &Outgoing) -> Outcome {
+        if channel == EMAIL {
+            return match (&self.transport, &self.config.delivery) {
+                (Some(transport), Some(delivery)) => {
+                    delivery::deliver(transport, message, delivery.timeout).await
+                }
+                (_, None) => Outcome::Rejected("email is no longer configured".to_owned()),
+                (None, Some(_)) => {
+                    Outcome::Retry("the SMTP transport could not be built".to_owned(), None)
+                }
+            };
+        }
+        let Some(http) = self.config.http.iter().find(|c| c.name == channel) else {
+            return Outcome::Rejected(format!("{channel} is no longer configured"));
+        };
+        let Some(client) = self.clients.get(channel) else {
+            return Outcome::Retry(format!("{channel} has no TLS client"), None);
+        };
+        http.send(client, &message.raw, self.config.http_timeout)
+            .await
     }
 
     fn save(&self) {
@@ -244,25 +404,38 @@ impl Engine {
 /// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
 /// appears at 1 misses the first notification, so an alert on failed emails would too.
 fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
-    let results: &[&str] = match config.delivery {
-        Some(_) => &["sent", "failed", "rejected"],
-        None => &["not_configured"],
-    };
+    let mut channels: Vec<(&str, &[&str])> = Vec::new();
+    const DELIVERED: &[&str] = &["sent", "failed", "rejected"];
+    if config.delivery.is_some() {
+        channels.push((EMAIL, DELIVERED));
+    }
+    for channel in &config.http {
+        channels.push((&channel.name, DELIVERED));
+    }
+    if channels.is_empty() {
+        channels.push((EMAIL, &["not_configured"]));
+    }
     for (alert, rule) in &config.rules.0 {
         if !rule.enabled {
             continue;
         }
-        for result in results {
-            run.notifications
-                .entry((alert.to_string(), (*result).to_owned()))
-                .or_default();
+        for (channel, results) in &channels {
+            for result in *results {
+                run.notifications
+                    .entry((
+                        alert.to_string(),
+                        (*result).to_owned(),
+                        (*channel).to_owned(),
+                    ))
+                    .or_default();
+            }
         }
     }
 }
 
-fn count(run: &mut Run, alert: &str, result: &str) {
+fn count(run: &mut Run, alert: &str, result: &str, channel: &str) {
     *run.notifications
-        .entry((alert.to_owned(), result.to_owned()))
+        .entry((alert.to_owned(), result.to_owned(), channel.to_owned()))
         .or_default() += 1;
 }
 
@@ -286,7 +459,7 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
     )?;
     match delivery::deliver(&transport, &message, delivery.timeout).await {
         Outcome::Sent => Ok(()),
-        Outcome::Retry(e) | Outcome::Rejected(e) => Err(e),
+        Outcome::Retry(e, _) | Outcome::Rejected(e) => Err(e),
     }
 }
 
@@ -304,6 +477,8 @@ mod tests {
             interval: Duration::from_secs(15),
             repeat: Duration::from_secs(3600),
             delivery,
+            http: Vec::new(),
+            http_timeout: Duration::from_secs(10),
             context: Context {
                 host: "node".into(),
                 dashboard_url: None,
@@ -315,8 +490,8 @@ mod tests {
     fn outcomes(run: &Run, alert: &str) -> Vec<(String, u64)> {
         run.notifications
             .iter()
-            .filter(|((a, _), _)| a == alert)
-            .map(|((_, result), n)| (result.clone(), *n))
+            .filter(|((a, _, _), _)| a == alert)
+            .map(|((_, result, _), n)| (result.clone(), *n))
             .collect()
     }
 
@@ -402,7 +577,7 @@ mod tests {
     #[test]
     fn seeding_keeps_counts_already_made() {
         let mut run = Run::default();
-        count(&mut run, "Stalled", "not_configured");
+        count(&mut run, "Stalled", "not_configured", EMAIL);
         seed_notification_counters(&config(None), &mut run);
         assert_eq!(
             outcomes(&run, "Stalled"),

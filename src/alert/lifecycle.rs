@@ -161,6 +161,16 @@ impl Lifecycle {
         out
     }
 
+    /// The alerts firing now (inhibited ones included: a receiver such as Alertmanager does its
+    /// own inhibiting), with when each began.
+    pub fn firing(&self) -> Vec<(Condition, Seconds)> {
+        self.alerts
+            .values()
+            .filter(|t| !t.condition.alert.is_notice())
+            .filter_map(|t| Some((t.condition.clone(), t.firing_since?)))
+            .collect()
+    }
+
     /// Every alert instance being tracked, pending or firing.
     pub fn statuses(&self) -> Vec<AlertStatus> {
         self.alerts

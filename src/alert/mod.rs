@@ -6,10 +6,13 @@
 //! sends them through SMTP or into `.eml` files, from an outbox kept in the state directory.
 //! The first three are pure and take `now`; [`engine`] is the async loop at the edge.
 
+pub mod channel;
 pub mod delivery;
 pub mod email;
 pub mod engine;
+pub mod heartbeat;
 pub mod lifecycle;
+pub mod payload;
 pub mod rules;
 
 use serde::{Deserialize, Serialize};

@@ -82,11 +82,14 @@ impl RawConfig {
             }
             Some(url) => Some(self.delivery(url, &host)?),
         };
+        let (http, http_timeout) = self.http_channels()?;
         Ok(AlertConfig {
             rules,
             interval,
             repeat,
             delivery,
+            http,
+            http_timeout,
             context: Context {
                 host,
                 dashboard_url: self.dashboard_url.clone(),

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod alerts;
+mod channels;
 mod unique;
 
 pub use alerts::{RawRule, Threshold};
@@ -175,6 +176,23 @@ pub struct RawConfig {
     /// The wait before retrying a failed send; it doubles with each failure.
     pub retry_backoff: Option<String>,
     pub alert_interval: Option<String>,
+    /// Alertmanagers to push alerts to (base URLs); every one gets every alert.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alertmanager_urls: Vec<String>,
+    /// Webhooks: Alertmanager's payload or Slack's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<channels::RawWebhook>,
+    /// Pinged every heartbeat_interval while every input reads (healthchecks.io style).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_url: Option<String>,
+    /// Pinged instead while a collector is down; by default heartbeat_url with /fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_fail_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval: Option<String>,
+    /// The most one POST to an Alertmanager or a webhook may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_timeout: Option<String>,
     pub repeat_interval: Option<String>,
     /// Shortcut for `[rules.Stalled] threshold`.
     pub stall_after: Option<String>,
@@ -249,6 +267,7 @@ pub struct Config {
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
     pub alerts: AlertConfig,
+    pub heartbeat: Option<crate::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
     pub discovered: Option<(RawConfig, Discovered)>,
@@ -411,7 +430,9 @@ impl RawConfig {
         let probes = self.probes(probe_timeout)?;
         let alerts = self.alerts()?;
         let web = self.web()?;
+        let heartbeat = self.heartbeat()?;
         Ok(Config {
+            heartbeat,
             listen,
             web,
             state_dir: self.state_dir.clone(),
@@ -755,6 +776,8 @@ pub const GPU_TIMEOUT: Span = span(100, 10 * MINUTE);
 pub const PROBE_INTERVAL: Span = span(100, HOUR);
 pub const PROBE_TIMEOUT: Span = span(100, 5 * MINUTE);
 pub const ALERT_INTERVAL: Span = span(50, HOUR);
+pub const HEARTBEAT_INTERVAL: Span = span(100, DAY);
+pub const WEBHOOK_TIMEOUT: Span = span(100, 5 * MINUTE);
 pub const REPEAT_INTERVAL: Span = span(MINUTE, 30 * DAY);
 pub const SMTP_TIMEOUT: Span = span(100, 10 * MINUTE);
 pub const RETRY_BACKOFF: Span = span(100, HOUR);

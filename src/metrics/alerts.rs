@@ -24,13 +24,28 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             )
         }),
     )?;
+    if let Some(t) = run.heartbeat_last_success {
+        super::gauge(
+            enc,
+            "pulse_heartbeat_last_success_timestamp_seconds",
+            "When the heartbeat URL last answered a ping (absent until it has).",
+            t,
+        )?;
+    }
     family(
         enc,
         "pulse_notifications",
-        "Alert notifications by outcome: sent, failed (an attempt that will be retried), rejected (dropped for good), not_configured.",
+        "Alert notifications by outcome (sent, failed: an attempt that will be retried, rejected: dropped for good, not_configured) and channel (email, alertmanager[i], webhooks[i]).",
         MetricType::Counter,
-        run.notifications
-            .iter()
-            .map(|((alert, result), n)| ([("alert", alert.as_str()), ("result", result.as_str())], ConstCounter::new(*n))),
+        run.notifications.iter().map(|((alert, result, channel), n)| {
+            (
+                [
+                    ("alert", alert.as_str()),
+                    ("result", result.as_str()),
+                    ("channel", channel.as_str()),
+                ],
+                ConstCounter::new(*n),
+            )
+        }),
     )
 }

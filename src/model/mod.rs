@@ -93,9 +93,12 @@ pub struct Run {
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,
-    /// Notification outcomes by (alert, result).
+    /// When the heartbeat's outside service last took a ping.
     #[serde(skip)]
-    pub notifications: BTreeMap<(String, String), u64>,
+    pub heartbeat_last_success: Option<Seconds>,
+    /// Notification outcomes by (alert, result, channel).
+    #[serde(skip)]
+    pub notifications: BTreeMap<(String, String, String), u64>,
     /// Per partition, the first output write seen after its latest progress line.
     #[serde(skip)]
     pub outputs_resumed: BTreeMap<String, Seconds>,

@@ -4,8 +4,10 @@
 //! sidecar behind its web config is reached over `https://` with [`Client`]'s TLS and auth.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, HOST};
+use http_body_util::{BodyExt, Full};
+use hyper::header::{
+    HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT,
+};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
@@ -113,6 +115,24 @@ pub struct Client {
     pub authorization: Option<HeaderValue>,
 }
 
+/// One request: what [`send`] sends besides the URL.
+#[derive(Debug, Clone, Default)]
+pub struct Outgoing {
+    /// `None` is a GET; `Some` a POST of this body.
+    pub body: Option<Bytes>,
+    pub content_type: Option<&'static str>,
+    /// More headers (a webhook's bearer token, say).
+    pub headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
+}
+
+/// What came back: the status, a `Retry-After` in seconds if one was given, and the body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub retry_after: Option<f64>,
+    pub body: Bytes,
+}
+
 /// GETs `url`; returns the status and the body (at most `limit` bytes).
 pub async fn get(url: &Url, timeout: Duration, limit: usize) -> Result<(u16, Bytes), String> {
     get_with(&Client::default(), url, timeout, limit).await
@@ -125,12 +145,24 @@ pub async fn get_with(
     timeout: Duration,
     limit: usize,
 ) -> Result<(u16, Bytes), String> {
+    let answer = send(client, url, &Outgoing::default(), timeout, limit).await?;
+    Ok((answer.status, answer.body))
+}
+
+/// Sends one request and reads the answer, all within `timeout`.
+pub async fn send(
+    client: &Client,
+    url: &Url,
+    request: &Outgoing,
+    timeout: Duration,
+    limit: usize,
+) -> Result<Answer, String> {
     let exchange = async {
         let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         if !url.tls {
-            return exchange(stream, client, url, limit).await;
+            return exchange(stream, client, url, request, limit).await;
         }
         let config = client
             .tls
@@ -142,7 +174,7 @@ pub async fn get_with(
             .connect(name, stream)
             .await
             .map_err(|e| format!("TLS handshake failed: {e}"))?;
-        exchange(stream, client, url, limit).await
+        exchange(stream, client, url, request, limit).await
     };
     tokio::time::timeout(timeout, exchange)
         .await
@@ -153,50 +185,76 @@ async fn exchange<S>(
     stream: S,
     client: &Client,
     url: &Url,
+    outgoing: &Outgoing,
     limit: usize,
-) -> Result<(u16, Bytes), String>
+) -> Result<Answer, String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-        let _conn = AbortOnDrop(tokio::spawn(async move {
-            let _ = conn.await;
-        }));
-        let authority = if url.port == if url.tls { 443 } else { 80 } {
-            url.host.clone()
-        } else {
-            format!("{}:{}", url.host, url.port)
-        };
-        let mut request = Request::get(url.path.as_str())
-            .header(HOST, authority)
-            .header(ACCEPT, "text/plain;version=0.0.4, */*;q=0.1");
-        if let Some(authorization) = &client.authorization {
-            request = request.header(AUTHORIZATION, authorization.clone());
-        }
-        let request = request
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("request failed: {e}"))?;
-        let status = response.status().as_u16();
-        let mut body = response.into_body();
-        let mut buf = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("reading the body failed: {e}"))?;
-            if let Some(data) = frame.data_ref() {
-                if buf.len() + data.len() > limit {
-                    return Err(format!("the response is larger than {limit} bytes"));
-                }
-                buf.extend_from_slice(data);
-            }
-        }
-        Ok((status, Bytes::from(buf)))
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+    let _conn = AbortOnDrop(tokio::spawn(async move {
+        let _ = conn.await;
+    }));
+    let authority = if url.port == if url.tls { 443 } else { 80 } {
+        url.host.clone()
+    } else {
+        format!("{}:{}", url.host, url.port)
+    };
+    let method = if outgoing.body.is_some() {
+        hyper::Method::POST
+    } else {
+        hyper::Method::GET
+    };
+    let mut request = Request::builder()
+        .method(method)
+        .uri(url.path.as_str())
+        .header(HOST, authority)
+        .header(ACCEPT, "text/plain;version=0.0.4, */*;q=0.1")
+        .header(
+            USER_AGENT,
+            concat!("pipeline-pulse/", env!("CARGO_PKG_VERSION")),
+        );
+    if let Some(authorization) = &client.authorization {
+        request = request.header(AUTHORIZATION, authorization.clone());
     }
+    if let Some(content_type) = outgoing.content_type {
+        request = request.header(CONTENT_TYPE, content_type);
+    }
+    for (name, value) in &outgoing.headers {
+        request = request.header(name, value);
+    }
+    let request = request
+        .body(Full::new(outgoing.body.clone().unwrap_or_default()))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("request failed: {e}"))?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0);
+    let mut body = response.into_body();
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("reading the body failed: {e}"))?;
+        if let Some(data) = frame.data_ref() {
+            if buf.len() + data.len() > limit {
+                return Err(format!("the response is larger than {limit} bytes"));
+            }
+            buf.extend_from_slice(data);
+        }
+    }
+    Ok(Answer {
+        status,
+        retry_after,
+        body: Bytes::from(buf),
+    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub mod prometheus;
+pub mod receiver;
 pub mod smtp;
 pub mod tls;
 
@@ -547,4 +548,17 @@ pub fn run_once(cwd: &Path, args: &[&str]) -> Metrics {
         String::from_utf8_lossy(&out.stderr)
     );
     Metrics(String::from_utf8(out.stdout).unwrap())
+}
+
+/// Debian names the Alertmanager server `prometheus-alertmanager`; upstream `alertmanager`.
+pub fn alertmanager_binary() -> PathBuf {
+    find_in_path("prometheus-alertmanager")
+        .or_else(|| find_in_path("alertmanager"))
+        .unwrap_or_else(|| {
+            panic!(
+                "`alertmanager` is not installed; this test needs it. Install it with: \
+                 apt-get update && apt-get install -y --no-install-recommends \
+                 prometheus-alertmanager"
+            )
+        })
 }
