@@ -36,8 +36,10 @@ pub enum Command {
     /// Show a run's status: from a sidecar (--url) or from the files directly (--log,
     /// --outputs). Exit status 0 healthy, 1 alert firing or stalled, 2 error.
     Status(Box<StatusArgs>),
-    /// Send a test email through the configured transport and print the outcome.
-    TestEmail(Box<RunArgs>),
+    /// Send a test notification through every configured channel (email, Alertmanagers,
+    /// webhooks) and print each outcome; exit status 1 if any failed.
+    #[command(alias = "test-email")]
+    TestNotify(Box<RunArgs>),
     /// Look at a run folder and print the config that --run-dir would run with (the logs,
     /// outputs, inputs, driver and server it finds), to review, edit and pin with --config.
     Discover {

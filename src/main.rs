@@ -1,6 +1,6 @@
 use anyhow::Context;
 use clap::Parser as _;
-use pipeline_pulse::alert::engine::send_test;
+use pipeline_pulse::alert::engine::send_tests;
 use pipeline_pulse::cli::StatusArgs;
 use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
@@ -77,8 +77,8 @@ fn main() -> ExitCode {
             demo::server::main(&args).context("the simulated server failed")
         }
         Command::Status(args) => return status(&args),
-        Command::TestEmail(args) => match load(&args) {
-            Ok(config) => test_email(&config),
+        Command::TestNotify(args) => match load(&args) {
+            Ok(config) => test_notify(&config),
             Err(e) => return config_error(&e),
         },
     };
@@ -300,22 +300,31 @@ fn status_from_url(args: &StatusArgs) -> anyhow::Result<Status> {
         .with_context(|| format!("{url} did not answer a pipeline-pulse status"))
 }
 
-fn test_email(config: &Config) -> anyhow::Result<()> {
-    let Some(delivery) = &config.alerts.delivery else {
-        anyhow::bail!(
-            "no email transport is configured: set smtp and email_to (or --smtp and --email-to)"
-        );
-    };
+fn test_notify(config: &Config) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        config.alerts.notifies(),
+        "no channel is configured: set smtp and email_to, alertmanager_urls or [[webhooks]]"
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match runtime.block_on(send_test(delivery, &config.alerts.context)) {
-        Ok(()) => {
-            println!("sent a test email to {}", delivery.to.join(", "));
-            Ok(())
+    let results = runtime.block_on(send_tests(&config.alerts));
+    let mut failed = 0;
+    for (channel, result) in &results {
+        match result {
+            Ok(()) => println!("sent a test notification: {channel}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("pipeline-pulse: the test notification was not sent: {channel}: {e}");
+            }
         }
-        Err(e) => anyhow::bail!("the test email was not sent: {e}"),
     }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} channel(s) failed",
+        results.len()
+    );
+    Ok(())
 }
 
 fn run_demo(args: DemoArgs) -> anyhow::Result<()> {

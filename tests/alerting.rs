@@ -293,7 +293,8 @@ fn starttls_and_auth_with_a_self_signed_certificate() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("sent a test email to oncall@example.com"));
+    assert!(String::from_utf8_lossy(&ok.stdout)
+        .contains("sent a test notification: email to oncall@example.com"));
     let got = smtp::wait_messages(&server.maildir, 1);
     assert!(smtp::subject(&got[0]).starts_with("[pulse] test email from "));
 

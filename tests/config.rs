@@ -141,7 +141,7 @@ fn bad_configs(dir: &std::path::Path) -> Vec<Bad> {
     const SMTP: &str = "smtp = \"file:///tmp/mail\"\nemail_to = [\"a@example.com\"]\n";
     let huge = "1000000000000y";
     let mut cases = Vec::new();
-    let durations: [(&str, Option<&str>, &str); 11] = [
+    let durations: [(&str, Option<&str>, &str); 13] = [
         ("poll_interval", Some("--poll-interval"), ""),
         ("header_read_timeout", Some("--header-read-timeout"), ""),
         ("snapshot_interval", Some("--snapshot-interval"), ""),
@@ -152,7 +152,13 @@ fn bad_configs(dir: &std::path::Path) -> Vec<Bad> {
         ("stall_after", Some("--stall-after"), ""),
         ("repeat_interval", None, ""),
         ("smtp_timeout", None, SMTP),
-        ("retry_backoff", None, SMTP),
+        ("retry_backoff", None, ""),
+        ("webhook_timeout", None, ""),
+        (
+            "heartbeat_interval",
+            None,
+            "heartbeat_url = \"http://127.0.0.1:9/ping\"\n",
+        ),
     ];
     for (key, flag, extra) in durations {
         for value in ["0s", huge, "500000000000y"] {

@@ -427,3 +427,48 @@ fn heartbeat_config(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(&file, "heartbeat_interval = \"200ms\"\n").unwrap();
     file
 }
+
+#[test]
+fn test_notify_tries_every_channel_and_says_which_failed() {
+    let dir = temp_dir();
+    let log = stalled_log(dir.path());
+    let hook = Receiver::start(&[]);
+    let slack = Receiver::start(&[]);
+    let refusing = Receiver::start(&[Reply::Status(403), Reply::Status(403)]);
+    let extra = webhook(&hook.url("/"), "alertmanager")
+        + &webhook(&slack.url("/"), "slack")
+        + &webhook(&refusing.url("/"), "alertmanager");
+    let file = config(dir.path(), &log, &extra);
+    // `test-email` is the old name of the same command.
+    for command in ["test-notify", "test-email"] {
+        let out = Command::new(BIN)
+            .args([command, "--config", path_str(&file)])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(
+            stdout.contains("sent a test notification: webhooks[0]"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("sent a test notification: webhooks[1]"),
+            "{stdout}"
+        );
+        assert!(
+            stderr.contains("webhooks[2]") && stderr.contains("403"),
+            "{stderr}"
+        );
+    }
+    let got = hook.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        got[0].json()["alerts"][0]["labels"]["alertname"],
+        "PipelinePulseTest"
+    );
+    assert!(slack.received()[0].json()["text"]
+        .as_str()
+        .unwrap()
+        .contains("test notification"));
+}

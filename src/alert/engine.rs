@@ -37,8 +37,6 @@ pub struct Delivery {
     pub to: Vec<String>,
     /// The most one send may take, connect to final reply.
     pub timeout: Duration,
-    /// The wait before the first retry; it doubles up to 60 times this.
-    pub retry_backoff: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +50,8 @@ pub struct AlertConfig {
     pub http: Vec<HttpChannel>,
     /// The most one POST to an HTTP channel may take.
     pub http_timeout: Duration,
+    /// The wait before the first retry on any channel; it doubles up to 60 times this.
+    pub retry_backoff: Duration,
     pub context: Context,
 }
 
@@ -319,11 +319,7 @@ impl Engine {
             .collect();
         // Removing from the back keeps the other indices right.
         outcomes.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-        let base = self
-            .config
-            .delivery
-            .as_ref()
-            .map_or(10.0, |d| d.retry_backoff.as_secs_f64());
+        let base = self.config.retry_backoff.as_secs_f64();
         for (i, outcome) in outcomes {
             let message = &mut self.saved.outbox[i];
             let result = match &outcome {
@@ -439,7 +435,62 @@ fn count(run: &mut Run, alert: &str, result: &str, channel: &str) {
         .or_default() += 1;
 }
 
-/// `test-email`: one message through the configured transport, now, without the outbox.
+/// `test-notify`: one test message through every configured channel, now, without the
+/// outbox; each channel's outcome, in the order configured.
+pub async fn send_tests(config: &AlertConfig) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    if let Some(delivery) = &config.delivery {
+        let result = send_test(delivery, &config.context).await;
+        out.push((format!("email to {}", delivery.to.join(", ")), result));
+    }
+    let now = clock::now();
+    let test = super::Condition {
+        alert: super::AlertName::RunFinished,
+        partition: None,
+        summary: format!(
+            "a test notification from pipeline-pulse on {}",
+            config.context.host
+        ),
+        details: "Sent by `pipeline-pulse test-notify`; alerts will arrive here like this one."
+            .to_owned(),
+    };
+    for channel in &config.http {
+        let body = match channel.shape {
+            // Resolved as it is sent: Alertmanager takes it (proving the path) and pages no one.
+            Shape::AlertmanagerApi => {
+                let mut alert = payload::alert(&test, &config.context, now, now, true);
+                alert
+                    .labels
+                    .insert("alertname".to_owned(), "PipelinePulseTest".to_owned());
+                payload::alertmanager_api(&[alert], &config.context)
+            }
+            Shape::Alertmanager => {
+                let mut alert = payload::alert(&test, &config.context, now, now, false);
+                alert
+                    .labels
+                    .insert("alertname".to_owned(), "PipelinePulseTest".to_owned());
+                payload::webhook_v4(&[alert], &config.context, &channel.name)
+            }
+            Shape::Slack => serde_json::json!({
+                "text": format!("[pulse] {}", test.summary),
+            }),
+        };
+        let result = match channel.client() {
+            Ok(client) => match channel
+                .send(&client, &body.to_string(), config.http_timeout)
+                .await
+            {
+                Outcome::Sent => Ok(()),
+                Outcome::Retry(e, _) | Outcome::Rejected(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        out.push((format!("{} ({})", channel.name, channel.url), result));
+    }
+    out
+}
+
+/// One test email through the configured transport, now, without the outbox.
 pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), String> {
     let transport = Transport::build(&delivery.target, delivery.timeout)?;
     let now = clock::now();
@@ -479,6 +530,7 @@ mod tests {
             delivery,
             http: Vec::new(),
             http_timeout: Duration::from_secs(10),
+            retry_backoff: Duration::from_secs(10),
             context: Context {
                 host: "node".into(),
                 dashboard_url: None,
@@ -563,7 +615,6 @@ mod tests {
             from: "pulse@node".into(),
             to: vec!["oncall@example.com".into()],
             timeout: Duration::from_secs(30),
-            retry_backoff: Duration::from_secs(30),
         };
         let mut run = Run::default();
         seed_notification_counters(&config(Some(delivery)), &mut run);

@@ -90,6 +90,12 @@ impl RawConfig {
             delivery,
             http,
             http_timeout,
+            retry_backoff: duration(
+                "retry_backoff",
+                self.retry_backoff.as_deref(),
+                "10s",
+                RETRY_BACKOFF,
+            )?,
             context: Context {
                 host,
                 dashboard_url: self.dashboard_url.clone(),
@@ -189,12 +195,6 @@ impl RawConfig {
                 self.smtp_timeout.as_deref(),
                 "30s",
                 SMTP_TIMEOUT,
-            )?,
-            retry_backoff: duration(
-                "retry_backoff",
-                self.retry_backoff.as_deref(),
-                "10s",
-                RETRY_BACKOFF,
             )?,
         })
     }

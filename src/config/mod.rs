@@ -717,8 +717,9 @@ impl Config {
         if let Some(delivery) = &self.alerts.delivery {
             raw.email_from = Some(delivery.from.clone());
             raw.smtp_timeout = d(delivery.timeout);
-            raw.retry_backoff = d(delivery.retry_backoff);
         }
+        raw.retry_backoff = d(self.alerts.retry_backoff);
+        raw.webhook_timeout = d(self.alerts.http_timeout);
         // Every rule, with its effective settings; stall_after is folded into Stalled.
         raw.stall_after = None;
         raw.rules = self
