@@ -69,6 +69,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Silence a running sidecar's notifications for a while (maintenance), list or expire
+    /// silences.
+    Silence(Box<SilenceArgs>),
     /// Check a Prometheus web config file (TLS, client certificates, basic auth) as `run`
     /// would read it, and print what it serves; exit status 2 names the bad key.
     CheckWebConfig {
@@ -348,23 +351,8 @@ impl RunArgs {
 pub struct StatusArgs {
     /// A running sidecar [default: http://127.0.0.1:9721 unless --log, --outputs or --run-dir
     /// is given].
-    #[arg(long, value_name = "URL", conflicts_with_all = ["logs", "outputs", "run_dir"])]
-    pub url: Option<String>,
-    /// With an https:// --url: PEM CA certificates to trust instead of the Web PKI roots.
-    #[arg(long, value_name = "FILE", requires = "url")]
-    pub ca_file: Option<PathBuf>,
-    /// With an https:// --url: a client certificate (PEM), for a sidecar that requires one.
-    #[arg(long, value_name = "FILE", requires_all = ["url", "key_file"])]
-    pub cert_file: Option<PathBuf>,
-    /// The client certificate's private key (PEM).
-    #[arg(long, value_name = "FILE", requires = "cert_file")]
-    pub key_file: Option<PathBuf>,
-    /// Basic-auth user; the password comes from PULSE_PASSWORD or --password-file.
-    #[arg(long, value_name = "USER", requires = "url")]
-    pub user: Option<String>,
-    /// A file holding the basic-auth password (its first line).
-    #[arg(long, value_name = "FILE", requires = "user")]
-    pub password_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: Remote,
     /// Print the /status JSON instead of the view.
     #[arg(long)]
     pub json: bool,
@@ -377,6 +365,88 @@ pub struct StatusArgs {
     /// Read the files directly (no sidecar needed): the same flags and config as `run`.
     #[command(flatten)]
     pub files: RunArgs,
+}
+
+/// How to reach a running sidecar, behind its web config if it has one.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Remote {
+    /// The sidecar's base URL [default: http://127.0.0.1:9721].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With an https:// --url: PEM CA certificates to trust instead of the Web PKI roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// With an https:// --url: a client certificate (PEM), for a sidecar that requires one.
+    #[arg(long, value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+    /// Basic-auth user; the password comes from PULSE_PASSWORD or --password-file.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// A file holding the basic-auth password (its first line).
+    #[arg(long, value_name = "FILE", requires = "user")]
+    pub password_file: Option<PathBuf>,
+}
+
+impl Remote {
+    /// Whether any of these was given (with `status`, they mean "ask a sidecar").
+    pub fn given(&self) -> bool {
+        self.url.is_some()
+            || self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.user.is_some()
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SilenceCommand {
+    /// Mute notifications of an alert, a partition or both, for a while.
+    Add {
+        /// How long, e.g. 2h (1m to 30d).
+        #[arg(long = "for", value_name = "DURATION")]
+        for_: String,
+        /// Only this alert (e.g. Stalled) [default: every alert].
+        #[arg(long, value_name = "NAME")]
+        alert: Option<String>,
+        /// Only this partition [default: every partition].
+        #[arg(long, value_name = "NAME")]
+        partition: Option<String>,
+        /// Why: shown with the silence.
+        #[arg(long, value_name = "TEXT")]
+        comment: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// The silences, active and recently ended.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// End a silence now; an alert it held that still fires is notified then.
+    Expire {
+        /// The silence's id, as `silence add` or `silence list` prints it.
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+impl SilenceCommand {
+    pub fn remote(&self) -> &Remote {
+        match self {
+            SilenceCommand::Add { remote, .. }
+            | SilenceCommand::List { remote }
+            | SilenceCommand::Expire { remote, .. } => remote,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SilenceArgs {
+    #[command(subcommand)]
+    pub command: SilenceCommand,
 }
 
 #[derive(Debug, Args)]

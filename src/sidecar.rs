@@ -190,7 +190,9 @@ pub async fn serve(
     ));
     let judging = Arc::new(AtomicUsize::new(2 + usize::from(probing)));
     let both = || vec![catching_up.clone(), judging.clone()];
+    let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
     let state = Arc::new(HttpState {
+        silences: silences.clone(),
         registry: metrics::registry_with_web(
             run.clone(),
             config.web.as_ref().map(|w| w.watched.counters().clone()),
@@ -229,6 +231,7 @@ pub async fn serve(
     }
     let alerts = tokio::spawn(
         Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
+            .with_silences(silences.clone())
             .run_every(judging.clone()),
     );
     let probes = probing.then(|| {

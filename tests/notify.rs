@@ -472,3 +472,105 @@ fn test_notify_tries_every_channel_and_says_which_failed() {
         .unwrap()
         .contains("test notification"));
 }
+
+/// `pipeline-pulse silence ARGS --url http://ADDR`: exit status and stdout + stderr.
+fn silence(addr: std::net::SocketAddr, args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("silence")
+        .args(args)
+        .args(["--url", &format!("http://{addr}")])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+fn stalled_shown(addr: std::net::SocketAddr) -> Option<serde_json::Value> {
+    let status = get_json(addr, "/status")?;
+    status["alerts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["alert"] == "Stalled" && a["firing"] == true)
+        .cloned()
+}
+
+#[test]
+fn a_silence_holds_notifications_across_a_restart_and_its_end_notifies() {
+    let dir = temp_dir();
+    // The log comes once the silence is in place, already stalled.
+    let log = dir.path().join("run.log");
+    let hook = Receiver::start(&[]);
+    let state = dir.path().join("state");
+    let file = config(dir.path(), &log, &webhook(&hook.url("/"), "alertmanager"));
+    let args = [
+        "--gpu",
+        "off",
+        "--config",
+        path_str(&file),
+        "--state-dir",
+        path_str(&state),
+    ];
+    let mut sidecar = Sidecar::run(&args);
+    let (code, said) = silence(sidecar.addr, &["add", "--for", "10s", "--comment", "x"]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("1m to 30d"), "{said}");
+    let (code, said) = silence(
+        sidecar.addr,
+        &["add", "--for", "2h", "--comment", "maintenance"],
+    );
+    assert_eq!(code, 0, "{said}");
+    assert!(said.starts_with("s1  active until "), "{said}");
+    let staging = dir.path().join("staged");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::rename(stalled_log(&staging), &log).unwrap();
+    wait_for("Stalled firing and shown silenced", || {
+        stalled_shown(sidecar.addr).is_some_and(|a| a["silenced"] == true)
+    });
+    sidecar.kill9();
+
+    let sidecar = Sidecar::run(&args);
+    let (code, said) = silence(sidecar.addr, &["list"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("s1  active until") && said.contains("\"maintenance\""),
+        "{said}"
+    );
+    wait_for("Stalled still firing, still silenced", || {
+        stalled_shown(sidecar.addr).is_some_and(|a| a["silenced"] == true)
+    });
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_alert_firing", "alert=\"Stalled\",partition=\"B1\""),
+        Some(1.0),
+        "a silenced alert is still evaluated"
+    );
+    let (code, said) = silence(sidecar.addr, &["expire", "s1"]);
+    assert_eq!(code, 0, "{said}");
+    let got = hook.wait(
+        "the firing once the silence ended",
+        Duration::from_secs(20),
+        |r| {
+            r.iter()
+                .any(|m| m.body.contains("\"Stalled\"") && m.body.contains("\"firing\""))
+        },
+    );
+    assert!(got.iter().all(|m| m.answered == 200));
+    assert!(stalled_shown(sidecar.addr).is_some_and(|a| a["silenced"] == false));
+    resume(&log);
+    let got = hook.wait("the resolution", Duration::from_secs(20), resolved);
+    let stalled_firing = got
+        .iter()
+        .filter(|m| {
+            m.body.contains("\"alertname\":\"Stalled\"") && m.body.contains("\"status\":\"firing\"")
+        })
+        .count();
+    assert_eq!(
+        stalled_firing, 1,
+        "held while silenced, notified once at its end: {got:#?}"
+    );
+    let (code, said) = silence(sidecar.addr, &["expire", "s1"]);
+    assert_eq!(code, 1, "already ended: {said}");
+}

@@ -96,6 +96,7 @@ impl HttpChannel {
             body: Some(Bytes::from(body.to_owned())),
             content_type: Some("application/json"),
             headers: self.headers.clone(),
+            ..Default::default()
         };
         match http_get::send(client, &self.url, &request, timeout, ANSWER_LIMIT).await {
             Ok(answer) => judge(answer.status, answer.retry_after, &answer.body),

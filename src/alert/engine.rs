@@ -14,6 +14,7 @@ use super::email::{self, Context};
 use super::lifecycle::{Kind, Lifecycle, Notification};
 use super::payload;
 use super::rules::{self, History, Rules};
+use super::silence::Store;
 use crate::clock;
 use crate::model::{AlertState, Run};
 use crate::probe::http_get::Client;
@@ -24,8 +25,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 const SAVED: &str = "alerts.json";
+
+/// A send task's report: the message's id and how it went.
+type Settled = (String, Outcome);
 /// The longest alerts wait for every input's first read.
 const FIRST_READ_LIMIT: Duration = Duration::from_secs(120);
 
@@ -78,9 +83,19 @@ pub struct Engine {
     run: Arc<Mutex<Run>>,
     state: Option<StateDir>,
     saved: Saved,
-    transport: Option<Transport>,
-    /// A TLS client per HTTP channel, by name.
-    clients: BTreeMap<String, Client>,
+    /// Built when the loop starts (lettre's pool spawns on the runtime).
+    senders: Option<Arc<Senders>>,
+    /// Ids of messages being sent now, by channel: one per channel at a time, in the order
+    /// queued.
+    in_flight: BTreeMap<String, String>,
+    /// Where send tasks report: (message id, outcome).
+    outcomes: (
+        mpsc::UnboundedSender<Settled>,
+        mpsc::UnboundedReceiver<Settled>,
+    ),
+    silences: Arc<Store>,
+    /// This evaluation's firing alerts that no silence holds.
+    unsilenced: Vec<(super::Condition, f64)>,
 }
 
 impl Engine {
@@ -99,9 +114,18 @@ impl Engine {
             run,
             state: state.cloned(),
             saved,
-            transport: None,
-            clients: BTreeMap::new(),
+            senders: None,
+            in_flight: BTreeMap::new(),
+            outcomes: mpsc::unbounded_channel(),
+            silences: Arc::new(Store::open(None)),
+            unsilenced: Vec::new(),
         }
+    }
+
+    /// Obeys these silences (by default, an empty set of its own).
+    pub fn with_silences(mut self, silences: Arc<Store>) -> Engine {
+        self.silences = silences;
+        self
     }
 
     /// Evaluates and delivers every interval, forever; abort the task to stop it. Nothing is
@@ -110,27 +134,22 @@ impl Engine {
     /// alerts of one moment across emails. A first read that never ends (a hung NFS mount)
     /// must not silence alerting, though: after `FIRST_READ_LIMIT` it goes ahead, and says so.
     pub async fn run_every(mut self, unread: Arc<AtomicUsize>) {
-        if let Some(delivery) = &self.config.delivery {
-            match Transport::build(&delivery.target, delivery.timeout) {
-                Ok(t) => self.transport = Some(t),
-                Err(e) => tracing::error!("alert emails cannot be sent: {e}"),
-            }
-        }
-        for channel in &self.config.http {
-            match channel.client() {
-                Ok(client) => {
-                    self.clients.insert(channel.name.clone(), client);
-                }
-                Err(e) => tracing::error!("{} cannot be sent to: {e}", channel.name),
-            }
-        }
+        self.senders = Some(Arc::new(Senders::build(&self.config)));
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // tokio's clock, not std's: the tests pause it.
         let started = tokio::time::Instant::now();
         let mut waiting = true;
         loop {
-            ticks.tick().await;
+            tokio::select! {
+                _ = ticks.tick() => {}
+                Some((id, outcome)) = self.outcomes.1.recv() => {
+                    // A send ended: take its outcome and start that channel's next one.
+                    self.settle(&id, outcome);
+                    self.deliver();
+                    continue;
+                }
+            }
             if waiting && unread.load(Ordering::Acquire) > 0 {
                 if started.elapsed() < FIRST_READ_LIMIT {
                     continue;
@@ -141,7 +160,7 @@ impl Engine {
             }
             waiting = false;
             self.evaluate(clock::now());
-            self.deliver().await;
+            self.deliver();
         }
     }
 
@@ -155,13 +174,34 @@ impl Engine {
             self.config.repeat.as_secs_f64(),
             now,
         );
-        run.alerts = self
-            .saved
-            .lifecycle
-            .statuses()
+        let firing = self.saved.lifecycle.firing();
+        let statuses = self.saved.lifecycle.statuses();
+        let (notifications, silenced, shown) = self.silences.with(|silences| {
+            let silenced: Vec<bool> = firing
+                .iter()
+                .map(|(c, _)| silences.silenced(c, now))
+                .collect();
+            let shown: Vec<bool> = statuses
+                .iter()
+                .map(|s| {
+                    s.firing && silences.silences(s.alert.as_str(), s.partition.as_deref(), now)
+                })
+                .collect();
+            (silences.mute(notifications, &firing, now), silenced, shown)
+        });
+        // The Alertmanagers get the firing alerts no silence holds.
+        self.unsilenced = firing
             .into_iter()
-            .map(|s| AlertState {
+            .zip(silenced)
+            .filter(|(_, s)| !s)
+            .map(|(f, _)| f)
+            .collect();
+        run.alerts = statuses
+            .into_iter()
+            .zip(shown)
+            .map(|(s, silenced)| AlertState {
                 alert: s.alert.to_string(),
+                silenced,
                 partition: s.partition,
                 firing: s.firing,
                 summary: s.summary,
@@ -224,7 +264,7 @@ impl Engine {
         let changed = notifications
             .iter()
             .any(|n| !matches!(n.kind, Kind::Reminder));
-        let firing = self.saved.lifecycle.firing();
+        let firing = std::mem::take(&mut self.unsilenced);
         let due = now - self.saved.alertmanager_pushed_at >= payload::RESEND_SECONDS;
         let push = changed || (!firing.is_empty() && due);
         if push {
@@ -292,96 +332,74 @@ impl Engine {
         out
     }
 
-    async fn deliver(&mut self) {
-        let now = clock::now();
-        let mut due: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, m) in self.saved.outbox.iter().enumerate() {
-            if m.next_attempt_at <= now {
-                due.entry(m.channel.as_str()).or_default().push(i);
-            }
-        }
-        if due.is_empty() {
+    /// Starts the next due message of every channel that has none in flight. Each send is a
+    /// task of its own, so a channel that hangs until its timeout holds back no other channel
+    /// and no evaluation; its outcome comes back through `outcomes`.
+    fn deliver(&mut self) {
+        let Some(senders) = &self.senders else {
             return;
+        };
+        let now = clock::now();
+        for message in &self.saved.outbox {
+            if message.next_attempt_at > now || self.in_flight.contains_key(&message.channel) {
+                continue;
+            }
+            self.in_flight
+                .insert(message.channel.clone(), message.id.clone());
+            let (senders, message, done) =
+                (senders.clone(), message.clone(), self.outcomes.0.clone());
+            tokio::spawn(async move {
+                let outcome = senders.send(&message).await;
+                let _ = done.send((message.id, outcome));
+            });
         }
-        // One future per channel, all at once; within a channel, in the order queued.
-        let this = &*self;
-        let sends = due.into_iter().map(|(channel, indices)| async move {
-            let mut outcomes = Vec::new();
-            for i in indices {
-                outcomes.push((i, this.send(channel, &this.saved.outbox[i]).await));
-            }
-            outcomes
-        });
-        let mut outcomes: Vec<(usize, Outcome)> = futures_util::future::join_all(sends)
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
-        // Removing from the back keeps the other indices right.
-        outcomes.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-        let base = self.config.retry_backoff.as_secs_f64();
-        for (i, outcome) in outcomes {
-            let message = &mut self.saved.outbox[i];
-            let result = match &outcome {
-                Outcome::Sent => {
-                    tracing::info!("sent \"{}\" ({})", message.subject, message.channel);
-                    "sent"
-                }
-                Outcome::Retry(e, after) => {
-                    message.attempts += 1;
-                    let wait = delivery::backoff(message.attempts, base).max(after.unwrap_or(0.0));
-                    message.next_attempt_at = now + wait;
-                    tracing::warn!(
-                        "sending \"{}\" ({}) failed (attempt {}): {e}; trying again in {wait:.0}s",
-                        message.subject,
-                        message.channel,
-                        message.attempts
-                    );
-                    "failed"
-                }
-                Outcome::Rejected(e) => {
-                    tracing::error!(
-                        "\"{}\" was rejected for good by {}, dropping it: {e}",
-                        message.subject,
-                        message.channel
-                    );
-                    "rejected"
-                }
-            };
-            {
-                let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-                for alert in &message.alerts {
-                    count(&mut run, alert, result, &message.channel);
-                }
-            }
-            if !matches!(outcome, Outcome::Retry(..)) {
-                self.saved.outbox.remove(i);
-            }
-        }
-        self.save();
     }
 
-    /// One attempt at one message, on its channel.
-    async fn send(&self, channel: &str, message: &Outgoing) -> Outcome {
-        if channel == EMAIL {
-            return match (&self.transport, &self.config.delivery) {
-                (Some(transport), Some(delivery)) => {
-                    delivery::deliver(transport, message, delivery.timeout).await
-                }
-                (_, None) => Outcome::Rejected("email is no longer configured".to_owned()),
-                (None, Some(_)) => {
-                    Outcome::Retry("the SMTP transport could not be built".to_owned(), None)
-                }
-            };
+    /// One attempt's outcome: counted, logged, and the message retried later or removed.
+    fn settle(&mut self, id: &str, outcome: Outcome) {
+        self.in_flight.retain(|_, in_flight| in_flight != id);
+        let Some(i) = self.saved.outbox.iter().position(|m| m.id == id) else {
+            return;
+        };
+        let now = clock::now();
+        let base = self.config.retry_backoff.as_secs_f64();
+        let message = &mut self.saved.outbox[i];
+        let result = match &outcome {
+            Outcome::Sent => {
+                tracing::info!("sent \"{}\" ({})", message.subject, message.channel);
+                "sent"
+            }
+            Outcome::Retry(e, after) => {
+                message.attempts += 1;
+                let wait = delivery::backoff(message.attempts, base).max(after.unwrap_or(0.0));
+                message.next_attempt_at = now + wait;
+                tracing::warn!(
+                    "sending \"{}\" ({}) failed (attempt {}): {e}; trying again in {wait:.0}s",
+                    message.subject,
+                    message.channel,
+                    message.attempts
+                );
+                "failed"
+            }
+            Outcome::Rejected(e) => {
+                tracing::error!(
+                    "\"{}\" was rejected for good by {}, dropping it: {e}",
+                    message.subject,
+                    message.channel
+                );
+                "rejected"
+            }
+        };
+        {
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            for alert in &message.alerts {
+                count(&mut run, alert, result, &message.channel);
+            }
         }
-        let Some(http) = self.config.http.iter().find(|c| c.name == channel) else {
-            return Outcome::Rejected(format!("{channel} is no longer configured"));
-        };
-        let Some(client) = self.clients.get(channel) else {
-            return Outcome::Retry(format!("{channel} has no TLS client"), None);
-        };
-        http.send(client, &message.raw, self.config.http_timeout)
-            .await
+        if !matches!(outcome, Outcome::Retry(..)) {
+            self.saved.outbox.remove(i);
+        }
+        self.save();
     }
 
     fn save(&self) {
@@ -393,6 +411,64 @@ impl Engine {
                 "cannot save the alert state {}: {e}",
                 state.path(SAVED).display()
             );
+        }
+    }
+}
+
+/// Every channel's way out, shared by the send tasks.
+struct Senders {
+    /// `None` with email configured: its transport could not be built (logged at start).
+    email: Option<(Transport, Duration)>,
+    email_configured: bool,
+    http: Vec<(HttpChannel, Client)>,
+    timeout: Duration,
+}
+
+impl Senders {
+    fn build(config: &AlertConfig) -> Senders {
+        let email = config.delivery.as_ref().and_then(|delivery| {
+            match Transport::build(&delivery.target, delivery.timeout) {
+                Ok(t) => Some((t, delivery.timeout)),
+                Err(e) => {
+                    tracing::error!("alert emails cannot be sent: {e}");
+                    None
+                }
+            }
+        });
+        let http = config
+            .http
+            .iter()
+            .filter_map(|channel| match channel.client() {
+                Ok(client) => Some((channel.clone(), client)),
+                Err(e) => {
+                    tracing::error!("{} cannot be sent to: {e}", channel.name);
+                    None
+                }
+            })
+            .collect();
+        Senders {
+            email,
+            email_configured: config.delivery.is_some(),
+            http,
+            timeout: config.http_timeout,
+        }
+    }
+
+    /// One attempt at one message, on its channel.
+    async fn send(&self, message: &Outgoing) -> Outcome {
+        if message.channel == EMAIL {
+            return match &self.email {
+                Some((transport, timeout)) => delivery::deliver(transport, message, *timeout).await,
+                None if self.email_configured => Outcome::Retry(
+                    "the email transport could not be built (see the start-up log)".to_owned(),
+                    None,
+                ),
+                None => Outcome::Rejected("email is no longer configured".to_owned()),
+            };
+        }
+        match self.http.iter().find(|(c, _)| c.name == message.channel) {
+            Some((channel, client)) => channel.send(client, &message.raw, self.timeout).await,
+            None => Outcome::Rejected(format!("{} is not configured", message.channel)),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod heartbeat;
 pub mod lifecycle;
 pub mod payload;
 pub mod rules;
+pub mod silence;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod serve;
+mod silences;
 pub use serve::serve;
 
 /// What the handlers need.
@@ -39,11 +40,13 @@ pub struct HttpState {
     pub max_connections: usize,
     /// TLS and auth; `None` serves plain HTTP to anyone.
     pub web: Option<WebServing>,
+    pub silences: Arc<crate::alert::silence::Store>,
 }
 
 async fn handle(
     state: &HttpState,
     web: Option<&Active>,
+    peer: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let open = req.uri().path() == "/-/healthy"
@@ -59,6 +62,11 @@ async fn handle(
                 HeaderValue::from_static("Basic realm=\"pipeline-pulse\", charset=\"UTF-8\""),
             );
             resp
+        }
+        _ if req.uri().path() == silences::PATH
+            || req.uri().path().starts_with("/api/v1/silences/") =>
+        {
+            silences::answer(state, web, peer, req).await
         }
         _ => route(state, &req),
     };
@@ -176,6 +184,13 @@ fn gzip(body: &[u8]) -> Option<Bytes> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     encoder.write_all(body).ok()?;
     encoder.finish().ok().map(Bytes::from)
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut resp = with_type(status, "application/json", value.to_string());
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {

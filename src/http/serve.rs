@@ -149,7 +149,7 @@ async fn http<S>(
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let state = state.clone();
         let web = web.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(&state, web.as_deref(), req).await) }
+        async move { Ok::<_, std::convert::Infallible>(handle(&state, web.as_deref(), peer, req).await) }
     });
     let io = TokioIo::new(stream);
     let result = if h2 {

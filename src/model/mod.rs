@@ -114,6 +114,8 @@ pub struct AlertState {
     pub partition: Option<String>,
     pub firing: bool,
     pub summary: String,
+    /// Held back by a silence.
+    pub silenced: bool,
 }
 
 /// Per-log counters, exported with a `path` label.

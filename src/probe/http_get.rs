@@ -118,6 +118,8 @@ pub struct Client {
 /// One request: what [`send`] sends besides the URL.
 #[derive(Debug, Clone, Default)]
 pub struct Outgoing {
+    /// By default GET, or POST when there is a body.
+    pub method: Option<hyper::Method>,
     /// `None` is a GET; `Some` a POST of this body.
     pub body: Option<Bytes>,
     pub content_type: Option<&'static str>,
@@ -202,10 +204,10 @@ where
     } else {
         format!("{}:{}", url.host, url.port)
     };
-    let method = if outgoing.body.is_some() {
-        hyper::Method::POST
-    } else {
-        hyper::Method::GET
+    let method = match (&outgoing.method, &outgoing.body) {
+        (Some(method), _) => method.clone(),
+        (None, Some(_)) => hyper::Method::POST,
+        (None, None) => hyper::Method::GET,
     };
     let mut request = Request::builder()
         .method(method)

@@ -136,6 +136,9 @@ pub struct AlertStatus {
     pub partition: Option<String>,
     pub firing: bool,
     pub summary: String,
+    /// Held back by a silence: evaluated and shown, not notified.
+    #[serde(default)]
+    pub silenced: bool,
 }
 
 impl Status {
@@ -149,6 +152,7 @@ impl Status {
                 partition: a.partition.clone(),
                 firing: a.firing,
                 summary: a.summary.clone(),
+                silenced: a.silenced,
             })
             .collect();
         build(run, host, now, alerts)
@@ -165,6 +169,7 @@ impl Status {
                 partition: c.partition,
                 firing: true,
                 summary: c.summary,
+                silenced: false,
             })
             .collect();
         build(run, host, now, alerts)

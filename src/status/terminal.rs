@@ -194,7 +194,9 @@ pub fn render(status: &Status, color: bool) -> String {
     if !status.alerts.is_empty() {
         let _ = writeln!(s, "\n  {}", p.bold("ALERTS"));
         for a in &status.alerts {
-            let state = if a.firing {
+            let state = if a.firing && a.silenced {
+                p.dim("silenced")
+            } else if a.firing {
                 p.red("FIRING ")
             } else {
                 p.yellow("pending")
@@ -304,6 +306,7 @@ mod tests {
                 partition: Some("B2_code".into()),
                 firing: true,
                 summary: "no progress for 15m (cause unknown)".into(),
+                silenced: false,
             }],
             collectors: Default::default(),
             log_tail: vec![],

@@ -67,6 +67,8 @@ pub struct Tls {
     pub busy: tokio_rustls::TlsAcceptor,
     /// Versions, client certificates and ALPN, in words.
     summary: String,
+    /// Every client shows a verified certificate (`RequireAndVerifyClientCert`).
+    pub requires_client_cert: bool,
 }
 
 impl Active {
@@ -193,6 +195,8 @@ pub fn load(path: &Path) -> Result<Active, WebConfigError> {
                 acceptor: tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)),
                 busy: tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(busy)),
                 summary,
+                requires_client_cert: t.client_auth_type.as_deref()
+                    == Some("RequireAndVerifyClientCert"),
             })
         }
         Some(t) => {
