@@ -19,6 +19,7 @@ pub mod outputs;
 pub mod parse;
 pub mod probe;
 pub mod process_metrics;
+pub mod recorder;
 pub mod sidecar;
 pub mod source;
 pub mod state;

@@ -191,6 +191,9 @@ pub async fn serve(
     let judging = Arc::new(AtomicUsize::new(2 + usize::from(probing)));
     let both = || vec![catching_up.clone(), judging.clone()];
     let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
+    run.lock().unwrap_or_else(|e| e.into_inner()).history =
+        crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
+    let recording = tokio::spawn(crate::recorder::run_every(run.clone(), state_dir.clone()));
     let state = Arc::new(HttpState {
         silences: silences.clone(),
         registry: metrics::registry_with_web(
@@ -275,6 +278,8 @@ pub async fn serve(
     if let Some(heartbeat) = heartbeat {
         heartbeat.abort();
     }
+    recording.abort();
+    crate::recorder::save(&run, state_dir.as_ref());
     for source in running {
         drop(source.stop);
         if source.thread.join().is_err() {

@@ -174,6 +174,14 @@ impl Engine {
             self.config.repeat.as_secs_f64(),
             now,
         );
+        for n in &notifications {
+            let (alert, partition) = (n.condition.alert.as_str(), n.condition.partition.as_deref());
+            match n.kind {
+                Kind::Firing => run.history.mark(n.since, alert, partition, true),
+                Kind::Resolved { .. } => run.history.mark(now, alert, partition, false),
+                _ => {}
+            }
+        }
         let firing = self.saved.lifecycle.firing();
         let statuses = self.saved.lifecycle.statuses();
         let (notifications, silenced, shown) = self.silences.with(|silences| {

@@ -147,6 +147,12 @@ pub struct RawConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_without_auth: Option<bool>,
     pub snapshot_interval: Option<String>,
+    /// One history point per series per this long.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_resolution: Option<String>,
+    /// How far back the history reaches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_span: Option<String>,
     pub max_record_bytes: Option<usize>,
     pub gpu: Option<GpuMode>,
     pub gpu_interval: Option<String>,
@@ -253,6 +259,8 @@ pub struct Config {
     pub max_connections: usize,
     /// TLS and auth from the web config file; `None` serves plain HTTP to anyone.
     pub web: Option<WebServing>,
+    /// The history's resolution and span, in seconds.
+    pub history: (f64, f64),
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub max_record_bytes: usize,
@@ -431,7 +439,9 @@ impl RawConfig {
         let alerts = self.alerts()?;
         let web = self.web()?;
         let heartbeat = self.heartbeat()?;
+        let history = self.history()?;
         Ok(Config {
+            history,
             heartbeat,
             listen,
             web,
@@ -463,6 +473,35 @@ impl RawConfig {
             discovered: None,
             source: self.clone(),
         })
+    }
+
+    fn history(&self) -> Result<(f64, f64), ConfigError> {
+        let resolution = duration(
+            "history_resolution",
+            self.history_resolution.as_deref(),
+            "30s",
+            HISTORY_RESOLUTION,
+        )?
+        .as_secs_f64();
+        let span = duration(
+            "history_span",
+            self.history_span.as_deref(),
+            "48h",
+            HISTORY_SPAN,
+        )?
+        .as_secs_f64();
+        // The bound on memory: points per series.
+        if span / resolution > 100_000.0 {
+            return Err(ConfigError::invalid(
+                "history_span",
+                format!(
+                    "{} points per series at history_resolution {}: at most 100000 (a coarser resolution or a shorter span)",
+                    (span / resolution).ceil(),
+                    humantime::format_duration(std::time::Duration::from_secs_f64(resolution))
+                ),
+            ));
+        }
+        Ok((resolution, span))
     }
 
     fn web(&self) -> Result<Option<WebServing>, ConfigError> {
@@ -677,6 +716,8 @@ impl Config {
         raw.header_read_timeout = d(self.header_read_timeout);
         raw.max_connections = Some(self.max_connections);
         raw.snapshot_interval = d(self.snapshot_interval);
+        raw.history_resolution = d(Duration::from_secs_f64(self.history.0));
+        raw.history_span = d(Duration::from_secs_f64(self.history.1));
         raw.max_record_bytes = Some(self.max_record_bytes);
         raw.outputs = self
             .outputs
@@ -778,6 +819,8 @@ pub const PROBE_INTERVAL: Span = span(100, HOUR);
 pub const PROBE_TIMEOUT: Span = span(100, 5 * MINUTE);
 pub const ALERT_INTERVAL: Span = span(50, HOUR);
 pub const HEARTBEAT_INTERVAL: Span = span(100, DAY);
+pub const HISTORY_RESOLUTION: Span = span(1000, HOUR);
+pub const HISTORY_SPAN: Span = span(MINUTE, 30 * DAY);
 pub const WEBHOOK_TIMEOUT: Span = span(100, 5 * MINUTE);
 pub const REPEAT_INTERVAL: Span = span(MINUTE, 30 * DAY);
 pub const SMTP_TIMEOUT: Span = span(100, 10 * MINUTE);

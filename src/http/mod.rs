@@ -87,7 +87,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
     let known = matches!(
         path,
-        "/" | "/metrics" | "/status" | "/-/healthy" | "/-/ready"
+        "/" | "/metrics" | "/status" | "/api/history" | "/-/healthy" | "/-/ready"
     );
     if !known {
         return text(
@@ -119,6 +119,23 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
             (StatusCode::OK, "application/json", body)
         }
+        "/api/history" => {
+            let query = req.uri().query().unwrap_or("");
+            let param = |name: &str| -> Option<f64> {
+                query
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| *k == name)
+                    .and_then(|(_, v)| v.parse::<f64>().ok())
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+            };
+            let view = {
+                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
+                run.history
+                    .view(param("since").unwrap_or(0.0), param("step").unwrap_or(0.0))
+            };
+            (StatusCode::OK, "application/json", view.to_string())
+        }
         "/-/healthy" => (StatusCode::OK, TEXT, "OK\n".to_owned()),
         "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {
             (StatusCode::OK, TEXT, "OK\n".to_owned())
@@ -135,7 +152,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     // Every answer here is about now: no cache may keep it.
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let mut body = Bytes::from(body);
-    if matches!(path, "/metrics" | "/status") {
+    if matches!(path, "/metrics" | "/status" | "/api/history") {
         headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
         let encoding = req
             .headers()

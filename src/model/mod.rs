@@ -7,6 +7,7 @@
 mod discovered;
 mod evidence;
 mod gpu;
+pub mod history;
 mod node;
 mod outputs;
 mod partition;
@@ -93,6 +94,9 @@ pub struct Run {
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,
+    /// The recent past at a fixed resolution; saved on its own (`history.json`).
+    #[serde(skip)]
+    pub history: history::History,
     /// When the heartbeat's outside service last took a ping.
     #[serde(skip)]
     pub heartbeat_last_success: Option<Seconds>,

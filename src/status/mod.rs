@@ -86,6 +86,10 @@ pub struct PartitionStatus {
     pub log_output_gap: Option<i64>,
     /// Log and outputs disagree by more than max(50, 2% of planned).
     pub mismatch: bool,
+    /// tok/s over the last hour, a value per minute (oldest first), from the history; what
+    /// the terminal view draws as a sparkline.
+    #[serde(default)]
+    pub recent_tokens_per_second: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,6 +300,18 @@ fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> P
         stall_seconds: run.stall_seconds(v, now),
         restarts: log.map_or(0, |p| p.restarts),
         stalled,
+        recent_tokens_per_second: run
+            .history
+            .partitions
+            .get(v.name)
+            .and_then(|s| s.get("tokens_per_second"))
+            .map(|s| {
+                s.since(now - 3600.0, 60.0)
+                    .into_iter()
+                    .map(|(_, v)| f64::from(v))
+                    .collect()
+            })
+            .unwrap_or_default(),
         outputs: v.outputs.as_ref().map(|o| OutputStatus {
             records: o.records,
             bytes: o.bytes,

@@ -228,6 +228,16 @@ fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> Strin
         opt(part.tokens_per_second.map(|t| format!("{t:.0}"))),
         opt(part.eta_seconds.map(human)),
     );
+    if part.recent_tokens_per_second.len() >= 2 {
+        line += &format!(
+            "  {:<name_width$}  {}\n",
+            "",
+            p.dim(&format!(
+                "tok/s, last hour: {}",
+                sparkline(&part.recent_tokens_per_second)
+            ))
+        );
+    }
     if let Some(o) = &part.outputs {
         let gap = part
             .log_output_gap
@@ -250,6 +260,26 @@ fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> Strin
     line
 }
 
+/// One character per value, scaled from 0 to the largest: `▁▃▅█`.
+pub fn sparkline(values: &[f64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    values
+        .iter()
+        .map(|v| {
+            if !v.is_finite() || max <= 0.0 {
+                BARS[0]
+            } else {
+                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +300,11 @@ mod tests {
             stall_seconds: active.then_some(900.0),
             restarts: 0,
             stalled: active,
+            recent_tokens_per_second: if active {
+                vec![100.0, 300.0, 200.0, 0.0]
+            } else {
+                vec![]
+            },
             outputs: Some(OutputStatus {
                 records: completed - 200,
                 bytes: 0,
@@ -339,6 +374,15 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains('\x1b'), "no colour unless asked");
+        assert!(text.contains("tok/s, last hour: ▃█▆▁"), "{text}");
+    }
+
+    #[test]
+    fn sparklines_scale_to_the_largest_value() {
+        assert_eq!(sparkline(&[0.0, 50.0, 100.0]), "▁▅█");
+        assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
+        assert_eq!(sparkline(&[f64::NAN, 1.0]), "▁█");
+        assert_eq!(sparkline(&[]), "");
     }
 
     #[test]

@@ -1,0 +1,70 @@
+//! Samples the model into its history every `history_resolution`, and saves the history to
+//! the state directory (`history.json`, atomically) every few minutes and at shutdown.
+//!
+//! Not with every snapshot: a full history is megabytes, and a snapshot is written every few
+//! seconds. A kill loses at most the points since the last save, which shows as a gap.
+
+use crate::clock;
+use crate::model::history::History;
+use crate::model::Run;
+use crate::state::StateDir;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SAVED: &str = "history.json";
+
+/// How often the history is written out.
+const SAVE_EVERY: Duration = Duration::from_secs(300);
+
+/// The saved history if it matches this resolution and span, else an empty one.
+pub fn restore(state: Option<&StateDir>, resolution: f64, span: f64) -> History {
+    match state.and_then(|s| s.load_json::<History>(SAVED)) {
+        Some(saved) => History::restored(saved, resolution, span),
+        None => History::new(resolution, span),
+    }
+}
+
+pub fn save(run: &Mutex<Run>, state: Option<&StateDir>) {
+    let Some(state) = state else {
+        return;
+    };
+    // Copied under the lock, written outside it: a scrape never waits for the disk.
+    let history = run
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .history
+        .clone();
+    if let Err(e) = state.save_json(SAVED, &history) {
+        tracing::warn!(
+            "cannot save the history to {}: {e}",
+            state.path(SAVED).display()
+        );
+    }
+}
+
+/// Samples forever; abort the task to stop it (then call [`save`]).
+pub async fn run_every(run: Arc<Mutex<Run>>, state: Option<StateDir>) {
+    let resolution = run
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .history
+        .resolution;
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(resolution));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut saved_at = tokio::time::Instant::now();
+    loop {
+        ticks.tick().await;
+        {
+            let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = &mut *guard;
+            let mut history = std::mem::take(&mut run.history);
+            history.sample(run, clock::now());
+            run.history = history;
+        }
+        if saved_at.elapsed() >= SAVE_EVERY {
+            let (run, state) = (run.clone(), state.clone());
+            let _ = tokio::task::spawn_blocking(move || save(&run, state.as_ref())).await;
+            saved_at = tokio::time::Instant::now();
+        }
+    }
+}
