@@ -18,7 +18,22 @@ const SAVE_EVERY: Duration = Duration::from_secs(300);
 
 /// The saved history if it matches this resolution and span, else an empty one.
 pub fn restore(state: Option<&StateDir>, resolution: f64, span: f64) -> History {
-    match state.and_then(|s| s.load_json::<History>(SAVED)) {
+    let Some(path) = state.map(|s| s.path(SAVED)) else {
+        return History::new(resolution, span);
+    };
+    // Streamed, not read whole first: a full history file is megabytes, and the sidecar's
+    // memory would keep the high-water mark of holding it twice.
+    let saved = std::fs::File::open(&path).ok().and_then(|file| {
+        serde_json::from_reader::<_, History>(std::io::BufReader::new(file))
+            .map_err(|e| {
+                tracing::warn!(
+                    "cannot read the history {}: {e}; starting it afresh",
+                    path.display()
+                )
+            })
+            .ok()
+    });
+    match saved {
         Some(saved) => History::restored(saved, resolution, span),
         None => History::new(resolution, span),
     }

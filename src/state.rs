@@ -104,10 +104,14 @@ impl StateDir {
             .ok()
     }
 
-    /// Writes the state file `name` atomically.
+    /// Writes the state file `name` atomically, streaming the JSON into it (a large value is
+    /// never held twice in memory, once as a value and once as its text).
     pub fn save_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
-        let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-        write_atomic(&self.path(name), &bytes)
+        write_atomic_with(&self.path(name), |f| {
+            let mut out = io::BufWriter::new(f);
+            serde_json::to_writer(&mut out, value).map_err(io::Error::other)?;
+            out.flush()
+        })
     }
 }
 
@@ -125,10 +129,18 @@ impl Snapshot {
 /// Replaces `path` with `bytes` so that a reader (or a crash) sees the old file or the new one,
 /// never a mix: write a temp file beside it, fsync, rename over, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |mut f| f.write_all(bytes))
+}
+
+/// [`write_atomic`], with `write` filling the temp file.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&File) -> io::Result<()>,
+) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let f = File::create(&tmp)?;
+        write(&f)?;
         f.sync_all()?;
     }
     fs::rename(&tmp, path)?;

@@ -281,13 +281,17 @@ fn progress(status: &Status) -> String {
     if let Some(eta) = run.eta_seconds {
         line += &format!(" · ETA {}", super::rules::human(eta));
     }
-    let gpus = status.gpus.as_deref().unwrap_or_default();
-    if !gpus.is_empty() {
-        let busy = gpus
-            .iter()
-            .filter(|g| g.utilization.is_some_and(|u| u > 0.0))
-            .count();
-        line += &format!("\nGPUs: {busy} of {} busy", gpus.len());
+    // The alerts do not wait for the GPUs' first reading (it may hang): say so rather than
+    // leave the line out.
+    match status.gpus.as_deref() {
+        Some(gpus) if !gpus.is_empty() => {
+            let busy = gpus
+                .iter()
+                .filter(|g| g.utilization.is_some_and(|u| u > 0.0))
+                .count();
+            line += &format!("\nGPUs: {busy} of {} busy", gpus.len());
+        }
+        _ => line += "\nGPUs: not read",
     }
     line
 }

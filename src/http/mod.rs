@@ -131,10 +131,17 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             };
             let view = {
                 let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
-                run.history
-                    .view(param("since").unwrap_or(0.0), param("step").unwrap_or(0.0))
+                let since = param("since").unwrap_or(0.0);
+                let mut step = param("step").unwrap_or(0.0);
+                // `points=N`: a step coarse enough for at most N points per series, which is
+                // what a chart N pixels wide can show.
+                if let Some(points) = param("points").filter(|p| *p >= 1.0) {
+                    let covered = run.history.covered_since(since);
+                    step = step.max(covered / points);
+                }
+                run.history.view(since, step)
             };
-            (StatusCode::OK, "application/json", view.to_string())
+            (StatusCode::OK, "application/json", view)
         }
         "/-/healthy" => (StatusCode::OK, TEXT, "OK\n".to_owned()),
         "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {

@@ -12,6 +12,21 @@ use super::{Run, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
+/// A number as JSON writes it: finite values as Rust's `Debug` prints them (the shortest text
+/// that reads back the same, `1200.0` rather than `1200`, as serde_json writes floats),
+/// anything else as null.
+struct Json<T>(T);
+
+impl<T: std::fmt::Debug + Into<f64> + Copy> std::fmt::Display for Json<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.into().is_finite() {
+            write!(f, "{:?}", self.0)
+        } else {
+            f.write_str("null")
+        }
+    }
+}
+
 pub const DEFAULT_RESOLUTION: f64 = 30.0;
 pub const DEFAULT_SPAN: f64 = 48.0 * 3600.0;
 
@@ -234,35 +249,92 @@ impl History {
     }
 
     /// `GET /api/history`: the series from `since` on, thinned to one point per `step`
-    /// seconds (never finer than the resolution), and the alert marks.
-    pub fn view(&self, since: f64, step: f64) -> serde_json::Value {
-        use serde_json::{json, Map, Value};
+    /// seconds (never finer than the resolution), and the alert marks. Written straight into
+    /// the text, not through a JSON value tree: a full history is 700,000 points, and a tree
+    /// of them would cost the sidecar a hundred megabytes for the length of one request.
+    pub fn view(&self, since: f64, step: f64) -> String {
+        use std::fmt::Write;
         let step = step.max(self.resolution);
-        let series = |m: &BTreeMap<String, Series>| -> Value {
-            Value::Object(
-                m.iter()
-                    .map(|(name, s)| {
-                        let points: Vec<Value> = s
-                            .since(since, step)
-                            .into_iter()
-                            .map(|(t, v)| json!([t, v]))
-                            .collect();
-                        (name.clone(), Value::Array(points))
-                    })
-                    .collect::<Map<_, _>>(),
-            )
+        let mut out = String::with_capacity(64 * 1024);
+        let quote = |s: &str| serde_json::to_string(s).expect("a string serializes");
+        let series = |out: &mut String, m: &BTreeMap<String, Series>| {
+            out.push('{');
+            for (i, (name, s)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}:[", quote(name));
+                for (j, (t, v)) in s.since(since, step).into_iter().enumerate() {
+                    let sep = if j > 0 { "," } else { "" };
+                    let _ = write!(out, "{sep}[{t},{}]", Json(v));
+                }
+                out.push(']');
+            }
+            out.push('}');
         };
-        json!({
-            "resolution": self.resolution,
-            "span": self.span,
-            "since": since,
-            "step": step,
-            "run": series(&self.run),
-            "partitions": self.partitions.iter().map(|(k, m)| (k.clone(), series(m))).collect::<Map<_, _>>(),
-            "gpus": self.gpus.iter().map(|(k, m)| (k.to_string(), series(m))).collect::<Map<_, _>>(),
-            "server": series(&self.server),
-            "marks": self.marks.iter().filter(|m| f64::from(m.t) >= since).collect::<Vec<_>>(),
-        })
+        let nested =
+            |out: &mut String, m: &mut dyn Iterator<Item = (String, &BTreeMap<String, Series>)>| {
+                out.push('{');
+                for (i, (name, inner)) in m.enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{}:", quote(&name));
+                    series(out, inner);
+                }
+                out.push('}');
+            };
+        let _ = write!(
+            out,
+            "{{\"resolution\":{},\"span\":{},\"since\":{},\"step\":{},\"run\":",
+            Json(self.resolution),
+            Json(self.span),
+            Json(since),
+            Json(step)
+        );
+        series(&mut out, &self.run);
+        out.push_str(",\"partitions\":");
+        nested(
+            &mut out,
+            &mut self.partitions.iter().map(|(k, v)| (k.clone(), v)),
+        );
+        out.push_str(",\"gpus\":");
+        nested(
+            &mut out,
+            &mut self.gpus.iter().map(|(k, v)| (k.to_string(), v)),
+        );
+        out.push_str(",\"server\":");
+        series(&mut out, &self.server);
+        let marks: Vec<&Mark> = self
+            .marks
+            .iter()
+            .filter(|m| f64::from(m.t) >= since)
+            .collect();
+        let _ = write!(
+            out,
+            ",\"marks\":{}}}",
+            serde_json::to_string(&marks).expect("marks serialize")
+        );
+        out
+    }
+
+    /// The seconds from `since` (or the oldest point, if later) to the newest point.
+    pub fn covered_since(&self, since: f64) -> f64 {
+        let mut oldest = f64::INFINITY;
+        let mut newest = f64::NEG_INFINITY;
+        let all = self
+            .run
+            .values()
+            .chain(self.server.values())
+            .chain(self.partitions.values().flat_map(|m| m.values()))
+            .chain(self.gpus.values().flat_map(|m| m.values()));
+        for s in all {
+            if let (Some(first), Some(last)) = (s.0.front(), s.0.back()) {
+                oldest = oldest.min(f64::from(first.0));
+                newest = newest.max(f64::from(last.0));
+            }
+        }
+        (newest - oldest.max(since)).max(0.0)
     }
 
     /// Every point held, over every series.
@@ -355,6 +427,31 @@ mod tests {
         // Another resolution: started afresh rather than misread.
         let saved: History = serde_json::from_str(&json).unwrap();
         assert!(History::restored(saved, 60.0, 3600.0).run.is_empty());
+    }
+
+    #[test]
+    fn the_view_is_the_json_serde_would_write() {
+        let mut h = History::new(30.0, 3600.0);
+        let t = 1_800_000_010.0;
+        h.sample(&run_at(7, t), t);
+        h.mark(t, "Stalled", Some("A\"B"), true);
+        let v: serde_json::Value = serde_json::from_str(&h.view(0.0, 0.0)).unwrap();
+        assert_eq!(v["resolution"], serde_json::json!(30.0));
+        assert_eq!(v["since"], serde_json::json!(0.0));
+        assert_eq!(
+            v["run"]["completed"],
+            serde_json::json!([[1_800_000_000u32, 7.0]]),
+            "at its bucket"
+        );
+        assert_eq!(
+            v["partitions"]["A"]["completed"][0][1],
+            serde_json::json!(7.0)
+        );
+        assert_eq!(v["marks"][0]["partition"], "A\"B");
+        let later: serde_json::Value =
+            serde_json::from_str(&h.view(1_900_000_000.0, 60.0)).unwrap();
+        assert_eq!(later["run"]["completed"], serde_json::json!([]));
+        assert_eq!(later["step"], serde_json::json!(60.0));
     }
 
     #[test]
