@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const DASHBOARD: &str = "grafana/pipeline-pulse.json";
@@ -676,7 +676,6 @@ fn alertmanager_takes_the_config_and_inhibits_like_the_sidecar() {
 
     // The shipped config on a real Alertmanager; its mail goes to a loopback port where nothing
     // listens, so nothing leaves this machine.
-    let binary = alertmanager_binary();
     let dir = temp_dir();
     let smarthost = "'mail.example.com:587'";
     let config = read_repo("deploy/alertmanager/alertmanager.yml");
@@ -687,25 +686,7 @@ fn alertmanager_takes_the_config_and_inhibits_like_the_sidecar() {
         config.replace(smarthost, &format!("'127.0.0.1:{}'", free_port())),
     )
     .unwrap();
-    let port = free_port();
-    let _alertmanager = Killed(
-        Command::new(binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start alertmanager"),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_for("Alertmanager to be ready", || {
-        matches!(try_http(addr, "GET", "/-/ready", ""), Some((200, _)))
-    });
+    let (_alertmanager, addr) = start_alertmanager(&config_path, &dir.path().join("data"));
 
     // Node 01: the driver exited; node 02: the server is down; node 03: no cause known.
     let sent = [

@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::SystemTime;
 
 fn unix_now() -> u32 {
@@ -141,27 +140,6 @@ fn d_of<'a>(dom: &'a str, marker: &str) -> &'a str {
         .unwrap()
         .split('"')
         .next()
-        .unwrap()
-}
-
-fn chromium(args: &[&str], url: &str, profile: &std::path::Path) -> std::process::Output {
-    let chromium = require_tool("chromium", "chromium");
-    Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=5000",
-        ])
-        .args(args)
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(url)
-        .output()
         .unwrap()
 }
 

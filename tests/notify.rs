@@ -6,7 +6,7 @@ mod common;
 
 use common::receiver::{Receiver, Reply};
 use common::*;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 /// A log whose partition made progress and then stopped two minutes ago.
@@ -45,6 +45,18 @@ fn config(dir: &std::path::Path, log: &std::path::Path, extra: &str) -> std::pat
     )
     .unwrap();
     file
+}
+
+/// `run` on this config with this state directory, no GPUs.
+fn with_state<'a>(file: &'a std::path::Path, state: &'a std::path::Path) -> [&'a str; 6] {
+    [
+        "--gpu",
+        "off",
+        "--config",
+        path_str(file),
+        "--state-dir",
+        path_str(state),
+    ]
 }
 
 fn webhook(url: &str, format: &str) -> String {
@@ -259,14 +271,7 @@ fn killed_between_the_outbox_and_the_send_it_delivers_once_after_a_restart() {
     let hook = Receiver::start(&[Reply::Hang(Duration::from_secs(60))]);
     let state = dir.path().join("state");
     let file = config(dir.path(), &log, &webhook(&hook.url("/"), "alertmanager"));
-    let args = [
-        "--gpu",
-        "off",
-        "--config",
-        path_str(&file),
-        "--state-dir",
-        path_str(&state),
-    ];
+    let args = with_state(&file, &state);
     let mut sidecar = Sidecar::run(&args);
     hook.wait("the attempt that hangs", Duration::from_secs(20), |r| {
         r.len() == 1
@@ -298,27 +303,9 @@ fn alertmanager_gets_our_alerts_routes_them_and_resolves_them_with_us() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let _am = Killed(
-        Command::new(alertmanager_binary())
-            .arg(format!("--config.file={}", am_config.display()))
-            .arg(format!(
-                "--storage.path={}",
-                dir.path().join("am").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start alertmanager"),
-    );
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_for("Alertmanager to be ready", || {
-        matches!(try_http(addr, "GET", "/-/ready", ""), Some((200, _)))
-    });
+    let (_am, addr) = start_alertmanager(&am_config, &dir.path().join("am"));
     let file = config(dir.path(), &log, "");
-    let am_url = format!("http://127.0.0.1:{port}");
+    let am_url = format!("http://{addr}");
     let sidecar = Sidecar::run(&[
         "--gpu",
         "off",
@@ -507,14 +494,7 @@ fn a_silence_holds_notifications_across_a_restart_and_its_end_notifies() {
     let hook = Receiver::start(&[]);
     let state = dir.path().join("state");
     let file = config(dir.path(), &log, &webhook(&hook.url("/"), "alertmanager"));
-    let args = [
-        "--gpu",
-        "off",
-        "--config",
-        path_str(&file),
-        "--state-dir",
-        path_str(&state),
-    ];
+    let args = with_state(&file, &state);
     let mut sidecar = Sidecar::run(&args);
     let (code, said) = silence(sidecar.addr, &["add", "--for", "10s", "--comment", "x"]);
     assert_eq!(code, 1, "{said}");

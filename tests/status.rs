@@ -216,27 +216,13 @@ fn view_of_a_running_sidecar_and_watch() {
 
 #[test]
 fn the_status_page_renders_in_a_real_browser() {
-    let chromium = require_tool("chromium", "chromium");
     let dir = temp_dir();
     let sidecar = troubled_sidecar(dir.path());
-    let profile = dir.path().join("chromium-profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("http://{}/", sidecar.addr))
-        .output()
-        .unwrap();
+    let out = chromium(
+        &["--dump-dom"],
+        &format!("http://{}/", sidecar.addr),
+        &dir.path().join("chromium-profile"),
+    );
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -261,15 +247,19 @@ fn the_status_page_renders_in_a_real_browser() {
         "eight GPU rows"
     );
     assert_eq!(dom.matches("class=\"bar gpu\"").count(), 8, "a bar per GPU");
-    // The history chart is drawn from the sidecar's history (its first sample, at start),
-    // not from what this page happened to see (tests/history.rs checks it point by point).
+    // The history chart is drawn from the sidecar's history, not from what this page happened
+    // to see: a sidecar this young has a point (then a path) or none yet (then it says so).
+    // tests/history.rs checks the charts point by point against an hour of history.
     let progress = dom
         .split("class=\"line\"")
         .nth(1)
         .and_then(|rest| rest.split(" d=\"").nth(1))
         .and_then(|rest| rest.split('"').next())
         .expect("the progress chart's path");
-    assert!(progress.starts_with('M'), "progress path: {progress:?}");
+    assert!(
+        progress.starts_with('M') || dom.contains("No history yet"),
+        "progress path: {progress:?}"
+    );
     assert!(dom.contains("href=\"/metrics\""));
 
     // Everything the served page loads comes from the sidecar itself.

@@ -191,12 +191,7 @@ mod tests {
     use super::*;
 
     fn cond(alert: AlertName, partition: Option<&str>) -> Condition {
-        Condition {
-            alert,
-            partition: partition.map(str::to_owned),
-            summary: format!("{alert} holds"),
-            details: String::new(),
-        }
+        Condition::holding(alert, partition)
     }
 
     fn kinds(n: &[Notification]) -> Vec<(Kind, AlertName)> {

@@ -120,6 +120,19 @@ pub struct Condition {
     pub details: String,
 }
 
+#[cfg(test)]
+impl Condition {
+    /// A condition of `alert` (on `partition`) for the tests: "ALERT holds".
+    pub(crate) fn holding(alert: AlertName, partition: Option<&str>) -> Condition {
+        Condition {
+            alert,
+            partition: partition.map(str::to_owned),
+            summary: format!("{alert} holds"),
+            details: String::new(),
+        }
+    }
+}
+
 impl Condition {
     /// Identifies the alert instance across evaluations.
     pub fn key(&self) -> String {

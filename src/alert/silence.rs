@@ -221,12 +221,7 @@ mod tests {
     use super::*;
 
     fn cond(alert: AlertName, partition: Option<&str>) -> Condition {
-        Condition {
-            alert,
-            partition: partition.map(str::to_owned),
-            summary: "s".into(),
-            details: String::new(),
-        }
+        Condition::holding(alert, partition)
     }
 
     fn new(alert: Option<&str>, partition: Option<&str>, for_: &str) -> NewSilence {

@@ -562,3 +562,47 @@ pub fn alertmanager_binary() -> PathBuf {
             )
         })
 }
+
+/// A real Alertmanager on `config`, its data in `data`, on a free loopback port and ready;
+/// killed when the first value is dropped.
+pub fn start_alertmanager(config: &Path, data: &Path) -> (Killed, SocketAddr) {
+    let port = free_port();
+    let child = Command::new(alertmanager_binary())
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start alertmanager");
+    let killed = Killed(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("Alertmanager to be ready", || {
+        matches!(try_http(addr, "GET", "/-/ready", ""), Some((200, _)))
+    });
+    (killed, addr)
+}
+
+/// Headless Chromium on `url` with these extra arguments (`--dump-dom`, `--screenshot=…`), a
+/// fresh profile in `profile`, 5 s of virtual time for the page's scripts.
+pub fn chromium(args: &[&str], url: &str, profile: &Path) -> std::process::Output {
+    let chromium = require_tool("chromium", "chromium");
+    Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=5000",
+        ])
+        .args(args)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .unwrap()
+}
