@@ -511,3 +511,146 @@ fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
     );
     assert_eq!(smtp::messages(&server.maildir).len(), 1);
 }
+
+/// The body of the MIME part whose headers contain `header`, decoded (base64 or
+/// quoted-printable, as lettre chose).
+fn part(raw: &str, header: &str) -> Vec<u8> {
+    use base64::Engine;
+    // The Maildir keeps the message with bare newlines.
+    let raw = raw.replace("\r\n", "\n");
+    let at = raw
+        .find(header)
+        .unwrap_or_else(|| panic!("no part with {header}: {raw}"));
+    let start = raw[..at].rfind("\n--").expect("a part's boundary") + 1;
+    let part = &raw[start..];
+    let headers_end = part.find("\n\n").unwrap();
+    let headers = &part[..headers_end];
+    let body = &part[headers_end + 2..];
+    let body = &body[..body.find("\n--").unwrap_or(body.len())];
+    if headers.contains("Content-Transfer-Encoding: base64") {
+        let joined: String = body.split_whitespace().collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(joined)
+            .unwrap()
+    } else if headers.contains("Content-Transfer-Encoding: quoted-printable") {
+        let body = body.replace("=\n", "");
+        let mut out = Vec::new();
+        let bytes = body.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'=' && i + 2 < bytes.len() {
+                out.push(u8::from_str_radix(&body[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        out
+    } else {
+        body.as_bytes().to_vec()
+    }
+}
+
+#[test]
+fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let state = dir.path().join("state");
+    hour_of_history(&state);
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let _sidecar = Sidecar::run(&alert_args(
+        &url,
+        &[
+            "--log",
+            path_str(&log),
+            "--state-dir",
+            path_str(&state),
+            "--gpu",
+            "simulated",
+        ],
+    ));
+    let raw = smtp::wait_messages(&server.maildir, 1).remove(0);
+    assert!(raw.contains("multipart/related"), "{raw}");
+    let html = String::from_utf8(part(&raw, "Content-Type: text/html")).unwrap();
+    assert!(
+        html.contains("<img src=\"cid:chart@pipeline-pulse\""),
+        "{html}"
+    );
+    let png = part(&raw, "Content-ID: <chart@pipeline-pulse>");
+    let picture = tiny_skia::Pixmap::decode_png(&png).expect("the chart is a PNG");
+    assert_eq!((picture.width(), picture.height()), (720, 300));
+    // The progress line: blue pixels in the top panel.
+    let blue = (8..118)
+        .flat_map(|y| (8..712).map(move |x| (x, y)))
+        .filter(|(x, y)| {
+            let p = picture.pixel(*x, *y).unwrap();
+            p.blue() > 150 && p.red() < 120
+        })
+        .count();
+    assert!(blue > 200, "{blue} blue pixels in the progress panel");
+    let text = String::from_utf8(part(&raw, "Content-Type: text/plain")).unwrap();
+    let spark = text
+        .lines()
+        .find(|l| l.starts_with("tok/s, last 6 h: "))
+        .unwrap_or_else(|| panic!("no sparkline: {text}"));
+    assert!(
+        spark.chars().filter(|c| ('▁'..='█').contains(c)).count() >= 2,
+        "{spark}"
+    );
+
+    // For people: the email as a mail client shows it, the picture inlined.
+    use base64::Engine;
+    let inlined = html.replace(
+        "cid:chart@pipeline-pulse",
+        &format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&png)
+        ),
+    );
+    let page = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("alert-email.html");
+    std::fs::write(&page, inlined).unwrap();
+    let shot = page.with_extension("png");
+    let out = chromium(
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=900,1400",
+            "--hide-scrollbars",
+        ],
+        &format!("file://{}", page.display()),
+        &dir.path().join("profile"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_email_whose_chart_fails_still_goes_out_and_says_so_in_a_counter() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let state = dir.path().join("state");
+    hour_of_history(&state);
+    let log = stalled_log(dir.path(), "run.log", "A", 120);
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run_with_env(
+        &alert_args(
+            &url,
+            &["--log", path_str(&log), "--state-dir", path_str(&state)],
+        ),
+        &[("PULSE_DEBUG_CHART_FAILURE", std::path::Path::new("1"))],
+    );
+    let raw = smtp::wait_messages(&server.maildir, 1).remove(0);
+    assert!(smtp::subject(&raw).contains("FIRING Stalled"));
+    assert!(
+        !raw.contains("multipart/related") && !raw.contains("cid:"),
+        "{raw}"
+    );
+    sidecar.wait_metrics("the failure counted", |m| {
+        m.get("pulse_email_chart_failures_total", "") == Some(1.0)
+    });
+    sidecar.wait_log("the alert email goes without its chart");
+}

@@ -5,55 +5,6 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::time::SystemTime;
-
-fn unix_now() -> u32 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as u32
-}
-
-/// An hour of history at 30 s, as the sidecar saves it: progress rising, tok/s for A,
-/// eight GPUs, and a stall that fired and resolved.
-fn hour_of_history(state: &std::path::Path) -> u32 {
-    let now = unix_now() / 30 * 30;
-    let start = now - 3600;
-    let points = |f: &dyn Fn(u32) -> f64| -> Value {
-        Value::Array((0..120).map(|i| json!([start + i * 30, f(i)])).collect())
-    };
-    let gpus: serde_json::Map<String, Value> = (0..8)
-        .map(|g| {
-            (
-                g.to_string(),
-                json!({ "utilization": points(&|i| f64::from((i + g * 7) % 20) / 20.0) }),
-            )
-        })
-        .collect();
-    let history = json!({
-        "resolution": 30.0,
-        "span": 172800.0,
-        "run": {
-            "completed": points(&|i| f64::from(i) * 5.0),
-            "tokens_per_second": points(&|i| 1000.0 + f64::from(i % 10) * 50.0),
-        },
-        "partitions": {
-            "A": {
-                "completed": points(&|i| f64::from(i) * 5.0),
-                "tokens_per_second": points(&|i| 1000.0 + f64::from(i % 10) * 50.0),
-            }
-        },
-        "gpus": gpus,
-        "server": {},
-        "marks": [
-            { "t": start + 1200, "alert": "Stalled", "partition": "A", "firing": true },
-            { "t": start + 1800, "alert": "Stalled", "partition": "A", "firing": false },
-        ],
-    });
-    std::fs::create_dir_all(state).unwrap();
-    std::fs::write(state.join("history.json"), history.to_string()).unwrap();
-    start
-}
 
 fn sidecar_with_history(dir: &std::path::Path) -> (Sidecar, u32) {
     let state = dir.join("state");

@@ -6,7 +6,7 @@
 
 use super::email::Email;
 use crate::state::write_atomic;
-use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
+use lettre::message::{header::ContentType, Attachment, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{Address, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
@@ -207,21 +207,24 @@ pub fn compose(
             .map_err(|e| format!("email_to {addr:?}: {e}"))?;
         builder = builder.to(mailbox);
     }
-    let message = builder
-        .multipart(
-            MultiPart::alternative()
-                .singlepart(
-                    SinglePart::builder()
-                        .header(ContentType::TEXT_PLAIN)
-                        .body(email.text.clone()),
-                )
-                .singlepart(
-                    SinglePart::builder()
-                        .header(ContentType::TEXT_HTML)
-                        .body(email.html.clone()),
-                ),
-        )
-        .map_err(|e| e.to_string())?;
+    let html = SinglePart::builder()
+        .header(ContentType::TEXT_HTML)
+        .body(email.html.clone());
+    let text = SinglePart::builder()
+        .header(ContentType::TEXT_PLAIN)
+        .body(email.text.clone());
+    // With a chart, the HTML and its picture travel together as multipart/related, which is
+    // how mail clients resolve the HTML's `cid:` reference.
+    let body = match &email.chart {
+        Some(png) => MultiPart::alternative().singlepart(text).multipart(
+            MultiPart::related().singlepart(html).singlepart(
+                Attachment::new_inline(super::email::CHART_ID.to_owned())
+                    .body(png.clone(), "image/png".parse().expect("a MIME type")),
+            ),
+        ),
+        None => MultiPart::alternative().singlepart(text).singlepart(html),
+    };
+    let message = builder.multipart(body).map_err(|e| e.to_string())?;
     Ok(Outgoing {
         id,
         subject: email.subject.clone(),
@@ -367,6 +370,7 @@ mod tests {
             subject: "[pulse] FIRING Stalled: B1 on node, no progress for 14m".into(),
             text: "plain body".into(),
             html: "<p>html body</p>".into(),
+            chart: None,
         };
         let m = compose(
             &email,

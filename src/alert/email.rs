@@ -22,6 +22,39 @@ pub struct Email {
     pub subject: String,
     pub text: String,
     pub html: String,
+    /// A PNG the HTML shows inline (`cid:`), if one could be drawn.
+    pub chart: Option<Vec<u8>>,
+}
+
+/// The `Content-ID` the HTML part refers to the chart by.
+pub const CHART_ID: &str = "chart@pipeline-pulse";
+
+impl Email {
+    /// Puts the chart in the HTML, before the figures; `caption` says what it shows.
+    pub fn with_chart(mut self, png: Vec<u8>, caption: &str) -> Email {
+        let figure = format!(
+            "<h3>{}</h3><img src=\"cid:{CHART_ID}\" width=\"{}\" height=\"{}\" alt=\"{}\">",
+            esc(caption),
+            super::chart::WIDTH,
+            super::chart::HEIGHT,
+            esc(caption)
+        );
+        self.html = match self.html.find("<h3>Progress</h3>") {
+            Some(at) => format!("{}{figure}{}", &self.html[..at], &self.html[at..]),
+            None => self.html + &figure,
+        };
+        self.chart = Some(png);
+        self
+    }
+
+    /// Puts a one-line sparkline of tok/s in the text part, before the figures.
+    pub fn with_sparkline(mut self, line: &str) -> Email {
+        self.text = match self.text.find("Progress\n") {
+            Some(at) => format!("{}{line}\n\n{}", &self.text[..at], &self.text[at..]),
+            None => self.text + line + "\n",
+        };
+        self
+    }
 }
 
 /// One email for everything one evaluation has to say.
@@ -35,6 +68,7 @@ pub fn render(
         subject: subject(notifications, &ctx.host),
         text: text(notifications, status, ctx, now),
         html: html(notifications, status, ctx, now),
+        chart: None,
     }
 }
 

@@ -237,6 +237,53 @@ impl Engine {
         self.save();
     }
 
+    /// The email with the chart of the last hours and a tok/s sparkline. A chart that cannot
+    /// be drawn leaves the email as it was: logged and counted, never a reason not to send.
+    fn illustrated(
+        &self,
+        email: email::Email,
+        notifications: &[Notification],
+        now: f64,
+    ) -> email::Email {
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let history = &run.history;
+        let t0 = now - super::chart::WINDOW;
+        let rate: Vec<f64> = history
+            .run
+            .get("tokens_per_second")
+            .map(|s| {
+                s.since(t0, super::chart::WINDOW / 48.0)
+                    .into_iter()
+                    .map(|(_, v)| f64::from(v))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let email = if rate.len() >= 2 {
+            email.with_sparkline(&format!(
+                "tok/s, last 6 h: {}",
+                crate::status::terminal::sparkline(&rate)
+            ))
+        } else {
+            email
+        };
+        // Shaded: each alert from when it began to now (or to when it resolved).
+        let shade: Vec<(f64, f64)> = notifications.iter().map(|n| (n.since, now)).collect();
+        let started = std::time::Instant::now();
+        let chart = super::chart::render(history, &shade, now);
+        match chart {
+            Ok(None) => email,
+            Ok(Some(png)) => {
+                tracing::debug!("chart drawn in {:?}", started.elapsed());
+                email.with_chart(png, "The last hours: completed requests, tok/s (shaded: the alert), GPU utilization")
+            }
+            Err(e) => {
+                tracing::warn!("the alert email goes without its chart: {e}");
+                run.chart_failures += 1;
+                email
+            }
+        }
+    }
+
     /// What each channel gets for this evaluation's notifications.
     fn outgoing(
         &mut self,
@@ -251,7 +298,11 @@ impl Engine {
             .collect();
         let context = &self.config.context;
         if let (Some(delivery), false) = (&self.config.delivery, notifications.is_empty()) {
-            let email = email::render(notifications, status, context, now);
+            let email = self.illustrated(
+                email::render(notifications, status, context, now),
+                notifications,
+                now,
+            );
             self.saved.next_id += 1;
             let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
             match delivery::compose(
@@ -582,6 +633,7 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
         subject: format!("[pulse] test email from {}", context.host),
         text: format!("This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.\n", context.host),
         html: format!("<p>This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.</p>", context.host),
+        chart: None,
     };
     let id = format!("pulse-test-{}", (now * 1000.0) as u64);
     let message = delivery::compose(

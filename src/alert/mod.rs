@@ -7,6 +7,7 @@
 //! The first three are pure and take `now`; [`engine`] is the async loop at the edge.
 
 pub mod channel;
+pub mod chart;
 pub mod delivery;
 pub mod email;
 pub mod engine;

@@ -2,7 +2,7 @@
 
 use super::family;
 use crate::model::Run;
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -24,6 +24,13 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             )
         }),
     )?;
+    let metric = enc.encode_descriptor(
+        "pulse_email_chart_failures",
+        "Alert emails sent without their chart because it could not be drawn.",
+        None,
+        MetricType::Counter,
+    )?;
+    ConstCounter::new(run.chart_failures).encode(metric)?;
     if let Some(t) = run.heartbeat_last_success {
         super::gauge(
             enc,

@@ -97,6 +97,9 @@ pub struct Run {
     /// The recent past at a fixed resolution; saved on its own (`history.json`).
     #[serde(skip)]
     pub history: history::History,
+    /// Alert emails sent without their chart because it could not be drawn.
+    #[serde(skip)]
+    pub chart_failures: u64,
     /// When the heartbeat's outside service last took a ping.
     #[serde(skip)]
     pub heartbeat_last_success: Option<Seconds>,
