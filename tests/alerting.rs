@@ -552,26 +552,33 @@ fn part(raw: &str, header: &str) -> Vec<u8> {
     }
 }
 
-#[test]
-fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
+/// A sidecar on a stalled log with an hour of history, mailing a real SMTP server, with these
+/// environment variables; the first email it sends.
+fn first_email_with_history(
+    env: &[(&str, &std::path::Path)],
+) -> (Sidecar, String, tempfile::TempDir) {
     let dir = temp_dir();
     let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
     let state = dir.path().join("state");
     hour_of_history(&state);
     let log = stalled_log(dir.path(), "run.log", "A", 120);
     let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
-    let _sidecar = Sidecar::run(&alert_args(
-        &url,
-        &[
-            "--log",
-            path_str(&log),
-            "--state-dir",
-            path_str(&state),
-            "--gpu",
-            "simulated",
-        ],
-    ));
+    let args = [
+        "--log",
+        path_str(&log),
+        "--state-dir",
+        path_str(&state),
+        "--gpu",
+        "simulated",
+    ];
+    let sidecar = Sidecar::run_with_env(&alert_args(&url, &args), env);
     let raw = smtp::wait_messages(&server.maildir, 1).remove(0);
+    (sidecar, raw, dir)
+}
+
+#[test]
+fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
+    let (_sidecar, raw, dir) = first_email_with_history(&[]);
     assert!(raw.contains("multipart/related"), "{raw}");
     let html = String::from_utf8(part(&raw, "Content-Type: text/html")).unwrap();
     assert!(
@@ -630,20 +637,8 @@ fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
 
 #[test]
 fn an_email_whose_chart_fails_still_goes_out_and_says_so_in_a_counter() {
-    let dir = temp_dir();
-    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
-    let state = dir.path().join("state");
-    hour_of_history(&state);
-    let log = stalled_log(dir.path(), "run.log", "A", 120);
-    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
-    let sidecar = Sidecar::run_with_env(
-        &alert_args(
-            &url,
-            &["--log", path_str(&log), "--state-dir", path_str(&state)],
-        ),
-        &[("PULSE_DEBUG_CHART_FAILURE", std::path::Path::new("1"))],
-    );
-    let raw = smtp::wait_messages(&server.maildir, 1).remove(0);
+    let (sidecar, raw, _dir) =
+        first_email_with_history(&[("PULSE_DEBUG_CHART_FAILURE", std::path::Path::new("1"))]);
     assert!(smtp::subject(&raw).contains("FIRING Stalled"));
     assert!(
         !raw.contains("multipart/related") && !raw.contains("cid:"),

@@ -7,8 +7,6 @@ use super::delivery::Outcome;
 use crate::probe::http_get::{self, Client, Url};
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,25 +64,9 @@ const ANSWER_LIMIT: usize = 64 * 1024;
 impl HttpChannel {
     /// The TLS client this channel sends with.
     pub fn client(&self) -> Result<Client, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        match &self.ca_pem {
-            Some(pem) => {
-                for cert in CertificateDer::pem_slice_iter(pem) {
-                    let cert = cert.map_err(|e| format!("{}: ca_file: {e}", self.name))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| format!("{}: ca_file: {e}", self.name))?;
-                }
-            }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let config = http_get::tls_client(self.ca_pem.as_deref())
+            .map_err(|e| format!("{}: ca_file: {e}", self.name))?
+            .with_no_client_auth();
         Ok(Client {
             tls: Some(Arc::new(config)),
             authorization: None,

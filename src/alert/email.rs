@@ -84,7 +84,8 @@ fn headline(n: &Notification) -> String {
     }
 }
 
-fn subject(notifications: &[Notification], host: &str) -> String {
+/// The subject line, which is also what the log says of an evaluation's notifications.
+pub fn subject(notifications: &[Notification], host: &str) -> String {
     match notifications {
         [one] => {
             let c = &one.condition;

@@ -217,8 +217,10 @@ impl Engine {
             .collect();
         let status = Status::from_run(&run, &self.config.context.host, now);
         if !notifications.is_empty() {
-            let subject = email::render(&notifications, &status, &self.config.context, now).subject;
-            tracing::warn!("{subject}");
+            tracing::warn!(
+                "{}",
+                email::subject(&notifications, &self.config.context.host)
+            );
             if !self.config.notifies() {
                 for n in &notifications {
                     count(
@@ -245,9 +247,16 @@ impl Engine {
         notifications: &[Notification],
         now: f64,
     ) -> email::Email {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        let history = &run.history;
         let t0 = now - super::chart::WINDOW;
+        // The window's points, copied under the lock; drawn outside it, so no scrape waits
+        // for a picture.
+        let history = self
+            .run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .history
+            .window(t0);
+        let history = &history;
         let rate: Vec<f64> = history
             .run
             .get("tokens_per_second")
@@ -278,7 +287,10 @@ impl Engine {
             }
             Err(e) => {
                 tracing::warn!("the alert email goes without its chart: {e}");
-                run.chart_failures += 1;
+                self.run
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .chart_failures += 1;
                 email
             }
         }

@@ -31,8 +31,11 @@ fn down(run: &Run) -> Vec<&'static str> {
 /// Pings forever; abort the task to stop it. The first ping waits one interval, so that the
 /// inputs have been read once and a collector still starting does not count as down.
 pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
-    let client = match crate::status::client::Credentials::default().client() {
-        Ok(client) => client,
+    let client = match http_get::tls_client(None) {
+        Ok(tls) => Client {
+            tls: Some(Arc::new(tls.with_no_client_auth())),
+            authorization: None,
+        },
         Err(e) => {
             tracing::error!("the heartbeat cannot start: {e}");
             return;

@@ -66,22 +66,22 @@ impl RawConfig {
                 "60s",
                 HEARTBEAT_INTERVAL,
             )?,
-            timeout: duration(
-                "webhook_timeout",
-                self.webhook_timeout.as_deref(),
-                "10s",
-                WEBHOOK_TIMEOUT,
-            )?,
+            timeout: self.webhook_timeout()?,
         }))
     }
 
-    pub(super) fn http_channels(&self) -> Result<(Vec<HttpChannel>, Duration), ConfigError> {
-        let timeout = duration(
+    /// One POST's (or heartbeat ping's) time limit.
+    fn webhook_timeout(&self) -> Result<Duration, ConfigError> {
+        duration(
             "webhook_timeout",
             self.webhook_timeout.as_deref(),
             "10s",
             WEBHOOK_TIMEOUT,
-        )?;
+        )
+    }
+
+    pub(super) fn http_channels(&self) -> Result<(Vec<HttpChannel>, Duration), ConfigError> {
+        let timeout = self.webhook_timeout()?;
         let mut out = Vec::new();
         for (i, url) in self.alertmanager_urls.iter().enumerate() {
             let key = format!("alertmanager_urls[{i}]");

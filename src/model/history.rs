@@ -71,7 +71,9 @@ impl Series {
     /// The points from `since` on, one per `step` seconds at most (the latest of each step).
     pub fn since(&self, since: f64, step: f64) -> Vec<(u32, f32)> {
         let mut out: Vec<(u32, f32)> = Vec::new();
-        for (t, v) in self.points().filter(|(t, _)| f64::from(*t) >= since) {
+        // Sorted by time: `/status` asks for the last hour every poll, so skip to it.
+        let first = self.0.partition_point(|(t, _)| f64::from(*t) < since);
+        for (t, v) in self.0.range(first..).copied() {
             let bucket = (f64::from(t) / step).floor();
             match out.last_mut() {
                 Some(last) if (f64::from(last.0) / step).floor() == bucket => *last = (t, v),
@@ -316,6 +318,30 @@ impl History {
             serde_json::to_string(&marks).expect("marks serialize")
         );
         out
+    }
+
+    /// What a picture of the time from `since` on needs: the run's and the GPUs' points from
+    /// then, without the partitions and the server.
+    pub fn window(&self, since: f64) -> History {
+        let trim = |m: &BTreeMap<String, Series>| -> BTreeMap<String, Series> {
+            m.iter()
+                .map(|(k, s)| {
+                    let first = s.0.partition_point(|(t, _)| f64::from(*t) < since);
+                    (k.clone(), Series(s.0.range(first..).copied().collect()))
+                })
+                .collect()
+        };
+        History {
+            run: trim(&self.run),
+            gpus: self.gpus.iter().map(|(k, m)| (*k, trim(m))).collect(),
+            marks: self
+                .marks
+                .iter()
+                .filter(|m| f64::from(m.t) >= since)
+                .cloned()
+                .collect(),
+            ..History::new(self.resolution, self.span)
+        }
     }
 
     /// The seconds from `since` (or the oldest point, if later) to the newest point.

@@ -115,6 +115,33 @@ pub struct Client {
     pub authorization: Option<HeaderValue>,
 }
 
+/// The start of every TLS client here: the CAs in `ca_pem` (PEM), or the Web PKI roots
+/// without it, with rustls's safe protocol versions. The error says what is wrong with the PEM.
+pub fn tls_client(
+    ca_pem: Option<&[u8]>,
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_pem {
+        Some(pem) => {
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("not usable PEM: {e}"))?;
+                roots.add(cert).map_err(|e| e.to_string())?;
+            }
+            if roots.is_empty() {
+                return Err("holds no PEM certificate".to_owned());
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots))
+}
+
 /// One request: what [`send`] sends besides the URL.
 #[derive(Debug, Clone, Default)]
 pub struct Outgoing {

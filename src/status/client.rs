@@ -4,7 +4,7 @@
 //! The password never comes from a flag (flags show in `ps` and shell history): it is read
 //! from `PULSE_PASSWORD` or from a file.
 
-use crate::probe::http_get::Client;
+use crate::probe::http_get::{self, Client};
 use base64::Engine;
 use hyper::header::HeaderValue;
 use rustls::pki_types::pem::PemObject;
@@ -37,28 +37,16 @@ impl Credentials {
     }
 
     fn tls(&self) -> Result<rustls::ClientConfig, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        match &self.ca_file {
-            Some(path) => {
-                for cert in CertificateDer::pem_file_iter(path).map_err(|e| pem(path, e))? {
-                    roots
-                        .add(cert.map_err(|e| pem(path, e))?)
-                        .map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
-                }
-                if roots.is_empty() {
-                    return Err(format!(
-                        "--ca-file {} holds no PEM certificate",
-                        path.display()
-                    ));
-                }
-            }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots);
+        let ca = match &self.ca_file {
+            Some(path) => Some(
+                std::fs::read(path).map_err(|e| format!("--ca-file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let builder = http_get::tls_client(ca.as_deref()).map_err(|e| {
+            let path = self.ca_file.as_deref().unwrap_or(Path::new(""));
+            format!("--ca-file {}: {e}", path.display())
+        })?;
         match (&self.cert_file, &self.key_file) {
             (Some(cert), Some(key)) => {
                 let chain = CertificateDer::pem_file_iter(cert)
