@@ -152,6 +152,9 @@ records=$(curl -sf "http://127.0.0.1:$catch_port/metrics" |
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 [[ $ready_during == 503 ]] ||
     say "warning: the catch-up ended before the scrapes did (/-/ready said $ready_during); use a larger backlog"
+kill "$catch_pid"
+wait "$catch_pid" 2>/dev/null || true
+pids=()
 
 # --- behind a web config: TLS and basic auth -----------------------------------------------
 tls=$BENCH_DIR/tls
