@@ -321,6 +321,41 @@ proptest! {
         }
     }
 
+    /// Records as writers other than serde_json write them (Python's `ensure_ascii`, escaped
+    /// slashes, whitespace between tokens, numbers with exponents, long strings across the
+    /// reader's 64-byte blocks), then mutated, or spliced with pieces of broken JSON: the
+    /// inspector calls a record invalid exactly when serde_json does, and reads the same
+    /// facts from it.
+    #[test]
+    fn records_in_any_style_are_read_as_serde_json_reads_them(
+        value in json_value(),
+        seed in any::<u64>(),
+        splices in prop::collection::vec((any::<prop::sample::Index>(), broken_json()), 0..3),
+    ) {
+        let mut bytes = styled_json(&value, seed).into_bytes();
+        for (at, piece) in &splices {
+            let at = at.index(bytes.len() + 1);
+            bytes.splice(at..at, piece.bytes());
+        }
+        let facts = Inspector::new(&Pointers::default()).inspect(&bytes);
+        let parsed = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        let parsed = parsed.filter(serde_json::Value::is_object);
+        let text = String::from_utf8_lossy(&bytes);
+        prop_assert_eq!(facts.invalid, parsed.is_none(), "{}", text);
+        if let Some(v) = parsed {
+            let first = |list: &[String]| list.iter().find_map(|p| v.pointer(p).cloned());
+            let pointers = Pointers::default();
+            prop_assert_eq!(facts.tokens, token_count(first(&pointers.tokens).as_ref()), "{}", text);
+            let reason = first(&pointers.finish_reason);
+            let reason = reason.as_ref().and_then(|r| r.as_str()).map(str::trim);
+            prop_assert_eq!(
+                facts.finish_reason.is_some(),
+                reason.is_some_and(|r| !r.is_empty()),
+                "{}", text
+            );
+        }
+    }
+
     /// Any JSON pointer (escapes, indexes, the root) finds in a record what serde_json's
     /// `Value::pointer` finds there.
     #[test]
@@ -424,6 +459,115 @@ fn token_count(v: Option<&serde_json::Value>) -> Option<u64> {
         _ => None,
     }
     .filter(|n| *n <= MAX_RECORD_TOKENS)
+}
+
+/// `value` written the way some writer might: each string character escaped or not (as
+/// `\uXXXX`, surrogate pairs for what is past the BMP, or its short escape), and whitespace
+/// between tokens, chosen by `seed`.
+fn styled_json(value: &serde_json::Value, seed: u64) -> String {
+    use serde_json::Value;
+    use std::fmt::Write;
+    fn write(v: &Value, next: &mut impl FnMut(u64) -> u64, out: &mut String) {
+        let space = |next: &mut dyn FnMut(u64) -> u64, out: &mut String| {
+            for _ in 0..[0, 0, 0, 1, 3][next(5) as usize] {
+                out.push([' ', '\t', '\n', '\r'][next(4) as usize]);
+            }
+        };
+        space(next, out);
+        match v {
+            Value::String(s) => {
+                out.push('"');
+                // Long strings, to cross block boundaries.
+                let repeat = if next(8) == 0 {
+                    1 + next(40) as usize
+                } else {
+                    1
+                };
+                for c in s.repeat(repeat).chars() {
+                    match (c, next(3)) {
+                        ('"', _) => out.push_str("\\\""),
+                        ('\\', _) => out.push_str("\\\\"),
+                        ('/', 0) => out.push_str("\\/"),
+                        (c, 0) => {
+                            let mut units = [0u16; 2];
+                            for unit in c.encode_utf16(&mut units) {
+                                let _ = write!(out, "\\u{unit:04x}");
+                            }
+                        }
+                        (c, _) => out.push(c),
+                    }
+                }
+                out.push('"');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, next, out);
+                }
+                space(next, out);
+                out.push(']');
+            }
+            Value::Object(members) => {
+                out.push('{');
+                for (i, (key, item)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(&Value::String(key.clone()), next, out);
+                    space(next, out);
+                    out.push(':');
+                    write(item, next, out);
+                }
+                space(next, out);
+                out.push('}');
+            }
+            Value::Number(n) if n.is_f64() && next(2) == 0 => {
+                let _ = write!(out, "{:e}", n.as_f64().unwrap_or_default());
+            }
+            other => out.push_str(&other.to_string()),
+        }
+        space(next, out);
+    }
+    let mut state = seed;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut out = String::new();
+    write(value, &mut next, &mut out);
+    out
+}
+
+/// Pieces that break JSON, or nearly do.
+fn broken_json() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("\\ud83d".to_owned()),
+        Just("\\ude42".to_owned()),
+        Just("\\ud83d\\u0041".to_owned()),
+        Just("\\uZZZZ".to_owned()),
+        Just("\\u12".to_owned()),
+        Just("\\x".to_owned()),
+        Just("\\".to_owned()),
+        Just("\"".to_owned()),
+        Just("\u{1}".to_owned()),
+        Just("\t".to_owned()),
+        Just(",".to_owned()),
+        Just("}".to_owned()),
+        Just("]".to_owned()),
+        Just("01".to_owned()),
+        Just("-".to_owned()),
+        Just("1e400".to_owned()),
+        Just("2.e".to_owned()),
+        Just("9".repeat(400)),
+        Just("nul".to_owned()),
+        Just("\u{e9}".to_owned()),
+        Just("\u{7f}".to_owned()),
+    ]
 }
 
 fn json_value() -> impl Strategy<Value = serde_json::Value> {

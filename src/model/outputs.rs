@@ -63,6 +63,16 @@ impl RecentRecords {
             .push_back(u8::from(error) | (u8::from(empty) << 1));
     }
 
+    /// `n` records with neither flag.
+    fn push_clean(&mut self, n: u64) {
+        let n = n.min(RECENT_RECORDS as u64) as usize;
+        let keep = RECENT_RECORDS - n;
+        if self.flags.len() > keep {
+            self.flags.drain(..self.flags.len() - keep);
+        }
+        self.flags.extend(std::iter::repeat_n(0, n));
+    }
+
     /// (records, errors, empty) among the recent records.
     pub fn counts(&self) -> (u64, u64, u64) {
         let errors = self.flags.iter().filter(|f| *f & 1 != 0).count() as u64;
@@ -91,14 +101,25 @@ impl OutputStats {
         self.tokens = self.tokens.saturating_add(facts.tokens.unwrap_or(0));
         self.recent.push(facts.error, facts.empty);
         if let Some(reason) = &facts.finish_reason {
-            let known = self.finish_reasons.contains_key(reason);
-            let key = if known || self.finish_reasons.len() < MAX_REASONS {
-                reason.as_str()
+            // Known reasons (nearly every record's) are counted without allocating a key.
+            if let Some(n) = self.finish_reasons.get_mut(reason) {
+                *n += 1;
             } else {
-                "other"
-            };
-            *self.finish_reasons.entry(key.to_owned()).or_default() += 1;
+                let key = if self.finish_reasons.len() < MAX_REASONS {
+                    reason.as_str()
+                } else {
+                    "other"
+                };
+                *self.finish_reasons.entry(key.to_owned()).or_default() += 1;
+            }
         }
+    }
+
+    /// Records that were counted, not inspected: `bytes` with their newlines.
+    pub fn add_plain(&mut self, records: u64, bytes: u64) {
+        self.records += records;
+        self.bytes += bytes;
+        self.recent.push_clean(records);
     }
 
     pub fn add_oversized(&mut self) {
@@ -365,6 +386,27 @@ mod tests {
             tokens: Some(tokens),
             finish_reason: Some(reason.to_owned()),
             ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn counted_records_are_records_without_flags() {
+        let mut one_by_one = OutputStats::default();
+        let mut counted = OutputStats::default();
+        let error = Facts {
+            error: true,
+            ..Facts::default()
+        };
+        for n in [3, 150, 0, 1, 900, 7] {
+            for _ in 0..5 {
+                one_by_one.add(&error, 9);
+                counted.add(&error, 9);
+            }
+            for _ in 0..n {
+                one_by_one.add(&Facts::default(), 99);
+            }
+            counted.add_plain(n, n * 100);
+            assert_eq!(one_by_one, counted);
         }
     }
 

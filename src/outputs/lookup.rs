@@ -1,21 +1,20 @@
 //! Resolves a fixed set of JSON pointers in one pass over a record, without building the
-//! document. Values no pointer goes into are walked without being kept, and a string a pointer
-//! ends at is looked at where it lies. Building a `serde_json::Value` per record and
-//! splitting every pointer for every record was about half of inspection's time
-//! (BENCHMARKS.md, output files).
+//! document. Values no pointer goes into are checked and skipped, and a string a pointer ends
+//! at is looked at where it lies.
 //!
-//! The answers are those of `serde_json::Value::pointer` on the parsed record, duplicate keys
-//! included (the last one wins).
+//! The pass is our own reader ([`super::scan`]), not serde_json's: inspection is the slowest
+//! thing pulse does to a run's outputs, and serde_json's walk (decoding every string with an
+//! escape into a buffer, a visitor call per value) held it under 1 GB/s (BENCHMARKS.md, output
+//! files). It accepts exactly what `serde_json::Value` accepts, which the tests check against
+//! serde_json itself, and the answers are those of `serde_json::Value::pointer` on the parsed
+//! record, duplicate keys included (the last one wins).
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use std::fmt;
+use super::scan::{Scan, Token};
 
 /// Kept strings longer than this are cut to it.
 const MAX_KEPT: usize = 1024;
 
-/// Where values no pointer goes into are walked: serde_json's `IgnoredAny` would be faster, but
-/// it skips more leniently than it parses (lone surrogates, numbers out of range, nesting
-/// depth), and a record must be invalid exactly when `serde_json::Value` says so.
+/// Where values no pointer goes into are walked.
 static NOWHERE: Node = Node {
     ends: Vec::new(),
     under: Vec::new(),
@@ -113,19 +112,20 @@ impl Lookup {
     /// What each pointer found, by index, when `line` is one JSON object; `None` when it is
     /// not JSON, or JSON but not an object.
     pub fn find(&self, line: &[u8]) -> Option<Vec<Option<Found>>> {
-        // JSON is UTF-8 throughout, also in the strings the walk skips; checked once for the
-        // whole line, which also spares serde_json checking each string it reads.
-        let line = std::str::from_utf8(line).ok()?;
+        let mut scan = Scan::new(line)?;
         let mut found = vec![None; self.keep.len()];
-        let mut de = serde_json::Deserializer::from_str(line);
-        let walk = Walk {
-            node: &self.root,
+        let mut walk = Walk {
             found: &mut found,
             keep: &self.keep,
+            scan: &mut scan,
         };
-        let is_object = walk.deserialize(&mut de).ok()?;
-        de.end().ok()?;
-        is_object.then_some(found)
+        // Only an object is a record; whatever else it is, it is invalid, JSON or not.
+        if walk.scan.peek_value()? != b'{' {
+            return None;
+        }
+        walk.value(&self.root)?;
+        scan.end()?;
+        Some(found)
     }
 }
 
@@ -137,149 +137,120 @@ fn array_index(token: &str) -> Option<usize> {
     token.parse().ok()
 }
 
-/// Walks one value with the node of the tree it sits at. Yields whether it was an object.
-struct Walk<'a> {
-    node: &'a Node,
+/// Walks values with the node of the pointer tree each sits at.
+struct Walk<'a, 'b> {
     found: &'a mut [Option<Found>],
     keep: &'a [bool],
+    scan: &'a mut Scan<'b>,
 }
 
-impl Walk<'_> {
-    fn put(&mut self, found: impl Fn(usize) -> Found) {
-        for &i in &self.node.ends {
+impl Walk<'_, '_> {
+    fn put(&mut self, node: &Node, found: impl Fn(usize) -> Found) {
+        for &i in &node.ends {
             self.found[i] = Some(found(i));
         }
     }
 
-    fn child<'b>(&'b mut self, node: &'b Node) -> Walk<'b> {
+    /// Entering a child forgets what an earlier duplicate of it found.
+    fn enter(&mut self, node: &Node) {
         for &i in &node.under {
             self.found[i] = None;
         }
-        Walk {
-            node,
-            found: self.found,
-            keep: self.keep,
+    }
+
+    /// Reads one value; `None` when the record is not JSON.
+    fn value(&mut self, node: &Node) -> Option<()> {
+        if node.ends.is_empty() && node.children.is_empty() {
+            return self.scan.skip_value();
         }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_> {
-    type Value = bool;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_unit<E>(mut self) -> Result<bool, E> {
-        self.put(|_| Found::Null);
-        Ok(false)
-    }
-
-    fn visit_bool<E>(mut self, v: bool) -> Result<bool, E> {
-        self.put(|_| Found::Bool(v));
-        Ok(false)
-    }
-
-    fn visit_u64<E>(mut self, v: u64) -> Result<bool, E> {
-        self.put(|_| Found::U64(v));
-        Ok(false)
-    }
-
-    fn visit_i64<E>(mut self, v: i64) -> Result<bool, E> {
-        self.put(|_| Found::I64(v));
-        Ok(false)
-    }
-
-    fn visit_f64<E>(mut self, v: f64) -> Result<bool, E> {
-        self.put(|_| Found::F64(v));
-        Ok(false)
-    }
-
-    fn visit_str<E>(mut self, s: &str) -> Result<bool, E> {
-        if !self.node.ends.is_empty() {
-            let trimmed = s.trim();
-            let cut = trimmed.len() > MAX_KEPT;
-            let mut end = trimmed.len().min(MAX_KEPT);
-            while !trimmed.is_char_boundary(end) {
-                end -= 1;
+        match self.scan.token()? {
+            Token::Null => self.put(node, |_| Found::Null),
+            Token::Bool(b) => self.put(node, |_| Found::Bool(b)),
+            Token::Number(text) => {
+                if !node.ends.is_empty() {
+                    let n = number(text)?;
+                    self.put(node, |_| n.clone());
+                }
             }
-            let kept = &trimmed[..end];
-            let keep = self.keep;
-            self.put(|i| Found::Str {
-                empty: s.is_empty(),
-                blank: trimmed.is_empty(),
-                text: keep[i].then(|| kept.to_owned()),
-                cut,
+            Token::Str { raw, escaped } => {
+                if !node.ends.is_empty() {
+                    self.string(node, raw, escaped);
+                }
+            }
+            Token::Object => {
+                let mut empty = true;
+                while let Some(key) = self.scan.next_key(empty)? {
+                    empty = false;
+                    let child = node.children.iter().find(|c| key.is(&c.token));
+                    let child = child.map_or(&NOWHERE, |c| &c.node);
+                    self.enter(child);
+                    self.value(child)?;
+                }
+                self.scan.leave();
+                self.put(node, |_| Found::Container { empty });
+            }
+            Token::Array => {
+                let mut len = 0;
+                while self.scan.next_element(len == 0)? {
+                    let child = node.children.iter().find(|c| c.index == Some(len));
+                    let child = child.map_or(&NOWHERE, |c| &c.node);
+                    self.enter(child);
+                    self.value(child)?;
+                    len += 1;
+                }
+                self.scan.leave();
+                self.put(node, |_| Found::Container { empty: len == 0 });
+            }
+        }
+        Some(())
+    }
+
+    /// A string a pointer ends at: kept (trimmed, cut) only for the pointers that asked.
+    fn string(&mut self, node: &Node, raw: &[u8], escaped: bool) {
+        let wants_text = node.ends.iter().any(|&i| self.keep[i]);
+        if !wants_text {
+            let blank = super::scan::is_blank(raw);
+            self.put(node, |_| Found::Str {
+                empty: raw.is_empty(),
+                blank,
+                text: None,
+                cut: false,
             });
+            return;
         }
-        Ok(false)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<bool, A::Error> {
-        let mut empty = true;
-        while let Some(at) = map.next_key_seed(Key(&self.node.children))? {
-            empty = false;
-            match at {
-                Some(at) => {
-                    let node = &self.node.children[at].node;
-                    map.next_value_seed(self.child(node))?;
-                }
-                None => {
-                    map.next_value_seed(self.child(&NOWHERE))?;
-                }
-            }
+        let decoded = super::scan::decode(raw, escaped);
+        let trimmed = decoded.trim();
+        let cut = trimmed.len() > MAX_KEPT;
+        let mut end = trimmed.len().min(MAX_KEPT);
+        while !trimmed.is_char_boundary(end) {
+            end -= 1;
         }
-        self.put(|_| Found::Container { empty });
-        Ok(true)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
-        let mut len = 0;
-        loop {
-            let child = self.node.children.iter().find(|c| c.index == Some(len));
-            let more = match child {
-                Some(c) => seq.next_element_seed(self.child(&c.node))?.is_some(),
-                None => seq.next_element_seed(self.child(&NOWHERE))?.is_some(),
-            };
-            if !more {
-                break;
-            }
-            len += 1;
-        }
-        self.put(|_| Found::Container { empty: len == 0 });
-        Ok(false)
+        let kept = &trimmed[..end];
+        let keep = self.keep;
+        self.put(node, |i| Found::Str {
+            empty: raw.is_empty(),
+            blank: trimmed.is_empty(),
+            text: keep[i].then(|| kept.to_owned()),
+            cut,
+        });
     }
 }
 
-/// An object key, matched against the tokens of the node's children without allocating.
-struct Key<'a>(&'a [Child]);
-
-impl<'de> DeserializeSeed<'de> for Key<'_> {
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
-        d.deserialize_str(self)
+/// A number a pointer ends at, as `serde_json::Value` holds it. Plain counts (what token
+/// fields hold) are read here; anything else is left to serde_json, so a float's last bit
+/// and what is out of range are its.
+fn number(text: &[u8]) -> Option<Found> {
+    if text.len() <= 19 && text.iter().all(u8::is_ascii_digit) {
+        let n = text.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return Some(Found::U64(n));
     }
-}
-
-impl<'de> Visitor<'de> for Key<'_> {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|c| c.token == key))
-    }
+    let text = std::str::from_utf8(text).ok()?;
+    let n: serde_json::Number = serde_json::from_str(text).ok()?;
+    Some(match (n.as_u64(), n.as_i64()) {
+        (Some(u), _) => Found::U64(u),
+        (None, Some(i)) => Found::I64(i),
+        _ => Found::F64(n.as_f64()?),
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +346,13 @@ mod tests {
                 oracle(line, &pointers),
                 "{line}"
             );
+        }
+        // serde_json's nesting limit, on either side of it.
+        for depth in 125..=128 {
+            let line = format!(r#"{{"a":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
+            let want = oracle(&line, &pointers);
+            assert_eq!(want.is_some(), depth < 127, "the limit is where we think");
+            assert_eq!(lookup.find(line.as_bytes()), want, "{depth} deep");
         }
         assert_eq!(lookup.find(b"{\"text\":\"\xff\"}"), None, "invalid UTF-8");
         assert_eq!(

@@ -8,6 +8,7 @@
 
 mod lookup;
 pub mod record;
+mod scan;
 
 use crate::clock;
 use crate::config::{identity, OutputConfig};
@@ -203,9 +204,16 @@ impl OutputSource {
                 Kind::Input => None,
             }
             .unwrap_or_else(|| partition_of(&path));
-            let mut follower = Follower::new(&path, self.max_record_bytes)
-                .newline_only()
-                .path_only();
+            let inspected = match kind {
+                Kind::Output(i) => self.inspectors[i].is_some(),
+                Kind::Input => false,
+            };
+            let follower = Follower::new(&path, self.max_record_bytes).path_only();
+            let mut follower = if inspected {
+                follower.newline_only()
+            } else {
+                follower.count_only()
+            };
             let mut stats = OutputStats::default();
             let key = path.display().to_string();
             if let Some(saved) = self.saved.remove(&key).filter(|s| s.kind == kind) {
@@ -307,6 +315,7 @@ impl Followed {
                     Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
                     None => stats.add(&record::Facts::default(), line.len()),
                 },
+                Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
                 Tailed::Oversized => stats.add_oversized(),
                 Tailed::Reset => *stats = OutputStats::default(),
             });

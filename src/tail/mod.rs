@@ -22,7 +22,7 @@ mod split;
 
 pub use position::{Position, Resumed};
 
-use split::split;
+use split::{split, Mode};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -60,6 +60,9 @@ pub struct TailStats {
 pub enum Tailed<'a> {
     /// A complete line, without its terminator.
     Line(&'a [u8]),
+    /// Complete lines that were only counted ([`Follower::count_only`]): how many, and their
+    /// bytes with their terminators.
+    Counted { lines: u64, bytes: u64 },
     /// A line longer than the cap was dropped.
     Oversized,
     /// The file was truncated or replaced: what was read from the path before is gone from it,
@@ -116,8 +119,8 @@ pub struct Follower {
     /// Files renamed away from the path that may still receive a few writes.
     draining: Vec<Open>,
     stats: TailStats,
-    /// Whether `\r` ends a line too (progress logs: tqdm frames) or only `\n` (JSONL).
-    split_cr: bool,
+    /// Which bytes end a line, and whether lines are handed out or only counted.
+    mode: Mode,
     /// Whether a file renamed away is drained (logs) or forgotten (outputs, whose counts are of
     /// what the path holds).
     drain_rotated: bool,
@@ -159,7 +162,7 @@ impl Follower {
             current: None,
             draining: Vec::new(),
             stats: TailStats::default(),
-            split_cr: true,
+            mode: Mode::Lines,
             drain_rotated: true,
             switches: 0,
             buf: vec![0; CHUNK],
@@ -168,7 +171,14 @@ impl Follower {
 
     /// Ends lines at `\n` only: for JSONL, where a bare `\r` never ends a record.
     pub fn newline_only(mut self) -> Follower {
-        self.split_cr = false;
+        self.mode = Mode::NewlineOnly;
+        self
+    }
+
+    /// Ends lines at `\n` only and counts them instead of handing each out: what an output
+    /// file is read for when it is not inspected. Oversized lines are still reported one by one.
+    pub fn count_only(mut self) -> Follower {
+        self.mode = Mode::Count;
         self
     }
 
@@ -336,7 +346,7 @@ impl Follower {
                 &self.buf[..n],
                 open,
                 self.max_line,
-                self.split_cr,
+                self.mode,
                 &mut self.stats,
                 on_line,
             );
@@ -468,6 +478,60 @@ mod tests {
         }
         writer.write_all(b"late\n").unwrap();
         assert_eq!(lines(&mut f), ["late"]);
+    }
+
+    /// (lines, bytes with terminators, oversized) as a follower reports them.
+    fn tally(f: &mut Follower) -> (u64, u64, u64) {
+        let (mut lines, mut bytes, mut oversized) = (0, 0, 0);
+        f.poll(u64::MAX, |t| match t {
+            Tailed::Line(l) => {
+                lines += 1;
+                bytes += l.len() as u64 + 1;
+            }
+            Tailed::Counted { lines: n, bytes: b } => {
+                lines += n;
+                bytes += b;
+            }
+            Tailed::Oversized => oversized += 1,
+            Tailed::Reset => panic!("nothing was truncated"),
+        })
+        .unwrap();
+        (lines, bytes, oversized)
+    }
+
+    #[test]
+    fn counting_finds_the_lines_that_splitting_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.jsonl");
+        let mut split = Follower::new(&path, 40).newline_only();
+        let mut count = Follower::new(&path, 40).count_only();
+        // Lines of every length around the cap, empty lines, a bare `\r`, lines cut between
+        // appends and between reads (appends larger than a read chunk).
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..60 {
+            let mut bytes = Vec::new();
+            for _ in 0..next(4000) {
+                let len = next(60) as usize;
+                bytes.extend(std::iter::repeat_n(b'x', len));
+                if next(10) == 0 {
+                    bytes.push(b'\r');
+                }
+                bytes.push(b'\n');
+            }
+            let cut = next(bytes.len() as u64 + 1) as usize;
+            append(&path, &bytes[..cut]);
+            assert_eq!(tally(&mut split), tally(&mut count));
+            append(&path, &bytes[cut..]);
+            assert_eq!(tally(&mut split), tally(&mut count));
+        }
+        assert_eq!(split.stats(), count.stats());
+        assert!(count.stats().oversized_lines > 0);
     }
 
     #[test]

@@ -1,21 +1,62 @@
 //! Splitting bytes into lines across reads.
 
 use super::{Open, TailStats, Tailed};
-use memchr::memchr2_iter;
+use memchr::{memchr2_iter, memchr_iter};
+
+/// How lines are found and handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Lines end at `\n` or `\r`, each handed out (progress logs: tqdm frames end at `\r`).
+    Lines,
+    /// Lines end at `\n` only (JSONL), each handed out.
+    NewlineOnly,
+    /// Lines end at `\n` only and are only counted: one [`Tailed::Counted`] per chunk.
+    Count,
+}
 
 /// Splits `chunk` into lines, joining the held partial line to the first piece.
 pub(super) fn split<F: FnMut(Tailed<'_>)>(
     chunk: &[u8],
     open: &mut Open,
     max_line: usize,
-    split_cr: bool,
+    mode: Mode,
     stats: &mut TailStats,
     on_line: &mut F,
 ) {
+    let start = match mode {
+        Mode::Lines => pieces(
+            memchr2_iter(b'\n', b'\r', chunk),
+            chunk,
+            open,
+            max_line,
+            stats,
+            on_line,
+        ),
+        // memchr2 with one byte twice is about half as fast as memchr with it once.
+        Mode::NewlineOnly => pieces(
+            memchr_iter(b'\n', chunk),
+            chunk,
+            open,
+            max_line,
+            stats,
+            on_line,
+        ),
+        Mode::Count => count(chunk, open, max_line, stats, on_line),
+    };
+    hold_rest(&chunk[start..], open, max_line, stats, on_line);
+}
+
+/// Hands out each line that ends in `chunk`; returns where the unfinished rest begins.
+fn pieces<F: FnMut(Tailed<'_>)>(
+    ends: impl Iterator<Item = usize>,
+    chunk: &[u8],
+    open: &mut Open,
+    max_line: usize,
+    stats: &mut TailStats,
+    on_line: &mut F,
+) -> usize {
     let mut start = 0;
-    // Without `\r` as a terminator, searching for `\n` twice costs the same as once.
-    let cr = if split_cr { b'\r' } else { b'\n' };
-    for end in memchr2_iter(b'\n', cr, chunk) {
+    for end in ends {
         let piece = &chunk[start..end];
         start = end + 1;
         if open.discarding {
@@ -36,7 +77,52 @@ pub(super) fn split<F: FnMut(Tailed<'_>)>(
             on_line(Tailed::Line(piece));
         }
     }
-    let rest = &chunk[start..];
+    start
+}
+
+/// The counting twin of [`pieces`]: the same lines, the same oversized ones, but the lines
+/// are summed instead of handed out, so a record costs a newline search and two additions.
+fn count<F: FnMut(Tailed<'_>)>(
+    chunk: &[u8],
+    open: &mut Open,
+    max_line: usize,
+    stats: &mut TailStats,
+    on_line: &mut F,
+) -> usize {
+    let mut start = 0;
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    for end in memchr_iter(b'\n', chunk) {
+        let len = end - start;
+        start = end + 1;
+        if open.discarding {
+            open.discarding = false;
+            continue;
+        }
+        let len = len + open.partial.len();
+        open.partial.clear();
+        if len > max_line {
+            stats.oversized_lines += 1;
+            on_line(Tailed::Oversized);
+        } else if len > 0 {
+            lines += 1;
+            bytes += len as u64 + 1;
+        }
+    }
+    if lines > 0 {
+        on_line(Tailed::Counted { lines, bytes });
+    }
+    start
+}
+
+/// Keeps the unfinished last line for the next read, or starts discarding it when it is
+/// already too long.
+fn hold_rest<F: FnMut(Tailed<'_>)>(
+    rest: &[u8],
+    open: &mut Open,
+    max_line: usize,
+    stats: &mut TailStats,
+    on_line: &mut F,
+) {
     if open.discarding || rest.is_empty() {
         return;
     }
