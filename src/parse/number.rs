@@ -6,6 +6,7 @@ pub fn trim(s: &[u8]) -> &[u8] {
 }
 
 /// Parses a run of ASCII digits. Rejects empty input, signs and overflow.
+#[inline]
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 19 {
         return None;
@@ -26,6 +27,7 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
 /// Short numbers (all a log prints) take a fast path that is still exact: the digits form an
 /// integer below 2^53 and the divisor a power of ten below 10^19, both exact in an `f64`, so
 /// IEEE division rounds the quotient correctly, as `from_str` does.
+#[inline]
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
     let mut mantissa: u64 = 0;
     let mut digits = 0u32;
@@ -58,12 +60,14 @@ const POW10: [f64; 16] = [
 ];
 
 /// Splits off the leading run of ASCII digits: `b"217tok"` → (`b"217"`, `b"tok"`).
+#[inline]
 pub fn leading_digits(s: &[u8]) -> (&[u8], &[u8]) {
     let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
     s.split_at(n)
 }
 
 /// Splits off a leading decimal number: `b"1.1 req/s"` → (`b"1.1"`, `b" req/s"`).
+#[inline]
 pub fn leading_decimal(s: &[u8]) -> (&[u8], &[u8]) {
     let n = s
         .iter()
