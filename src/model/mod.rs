@@ -60,6 +60,9 @@ pub struct Run {
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
     pub output_tokens: BTreeMap<String, Window>,
+    /// The log lines read when the output tokens were last noted in full.
+    #[serde(skip)]
+    lines_at_output_note: u64,
     /// The latest GPU reading; `None` until one succeeded.
     #[serde(skip)]
     pub gpus: Option<GpuReading>,

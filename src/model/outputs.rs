@@ -327,7 +327,19 @@ impl Run {
     }
 
     /// Records the current token totals per partition, for the output tok/s window.
-    pub fn note_output_tokens(&mut self, now: Seconds) {
+    ///
+    /// `changed` says whether any output file changed since the last call: when none did (and
+    /// no log line arrived, which moves what "resumed" compares with), the totals are the
+    /// ones last noted, and only time moves on in their windows.
+    pub fn note_output_tokens(&mut self, now: Seconds, changed: bool) {
+        let lines: u64 = self.logs.iter().map(|l| l.lines).sum();
+        if !changed && lines == self.lines_at_output_note {
+            for window in self.output_tokens.values_mut() {
+                window.repeat(now);
+            }
+            return;
+        }
+        self.lines_at_output_note = lines;
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
         for file in self.outputs.values() {
             let total = totals.entry(file.partition.clone()).or_default();
@@ -513,12 +525,12 @@ mod tests {
             0,
             None,
         );
-        run.note_output_tokens(100.0);
+        run.note_output_tokens(100.0, true);
         let file = run.outputs.get_mut("/p/A/raw.jsonl").unwrap();
         for _ in 0..50 {
             file.stats.add(&facts(20, "stop"), 10);
         }
-        run.note_output_tokens(110.0);
+        run.note_output_tokens(110.0, true);
         assert_eq!(
             run.views()[0].completion_tokens_per_second(110.0),
             Some(100.0)

@@ -46,6 +46,13 @@ impl Window {
         }
     }
 
+    /// Records that the value has not changed by `at`.
+    pub fn repeat(&mut self, at: Seconds) {
+        if let Some(&(_, value)) = self.points.back() {
+            self.push(at, value);
+        }
+    }
+
     pub fn clear(&mut self) {
         self.points.clear();
     }

@@ -24,8 +24,15 @@ use std::time::{Duration, Instant};
 
 /// Bytes read from one file per model update.
 const BATCH_BYTES: u64 = 8 * 1024 * 1024;
-/// How often the globs are evaluated again.
+/// How often the globs are evaluated again, and how often once no file has changed and none
+/// has appeared for `QUIET_AFTER`: a run between partitions, or finished.
 const GLOB_EVERY: Duration = Duration::from_secs(2);
+const GLOB_EVERY_QUIET: Duration = Duration::from_secs(10);
+const QUIET_AFTER: Duration = Duration::from_secs(60);
+/// A file unchanged for this many polls in a row (30 s at the default 250 ms) is looked at
+/// only every `QUIET_EVERY` polls (1 s) until it changes again.
+const QUIET_POLLS: u32 = 120;
+const QUIET_EVERY: u32 = 4;
 const SNAPSHOT: &str = "outputs.json";
 
 pub struct OutputSource {
@@ -38,6 +45,8 @@ pub struct OutputSource {
     run: Arc<Mutex<Run>>,
     state: Option<StateDir>,
     last_glob: Option<Instant>,
+    /// When a file last changed or appeared.
+    last_change: Instant,
     /// Saved positions not yet matched to a file the globs found.
     saved: BTreeMap<String, SavedFile>,
     /// Files a second glob matched, already said once.
@@ -61,6 +70,10 @@ struct Followed {
     stats: OutputStats,
     /// The last problem reported for this file, so a lasting one is logged once.
     problem: Option<String>,
+    /// The modification time last copied into the model (`Some(None)` when it had none).
+    published: Option<Option<std::time::SystemTime>>,
+    /// Polls in a row that found nothing new.
+    unchanged: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,6 +113,7 @@ impl OutputSource {
             run,
             state,
             last_glob: None,
+            last_change: Instant::now(),
             saved,
             overlaps: BTreeSet::new(),
             additions: None,
@@ -151,17 +165,30 @@ impl OutputSource {
             return;
         }
         let started = Instant::now();
-        if self.last_glob.is_none_or(|t| t.elapsed() >= GLOB_EVERY) {
+        let glob_every = if self.last_change.elapsed() >= QUIET_AFTER {
+            GLOB_EVERY_QUIET
+        } else {
+            GLOB_EVERY
+        };
+        let mut changed = false;
+        if self.last_glob.is_none_or(|t| t.elapsed() >= glob_every) {
+            let known = self.files.len();
             self.discover();
+            changed |= self.files.len() != known;
             self.last_glob = Some(Instant::now());
         }
         let mut all_up = true;
         let now = clock::now();
         for (path, file) in &mut self.files {
-            all_up &= file.poll(path, &self.inspectors, &self.run);
+            let (up, touched) = file.poll(path, &self.inspectors, &self.run);
+            all_up &= up;
+            changed |= touched;
+        }
+        if changed {
+            self.last_change = Instant::now();
         }
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        run.note_output_tokens(now);
+        run.note_output_tokens(now, changed);
         run.set_collector("outputs", all_up, started.elapsed().as_secs_f64());
     }
 
@@ -234,6 +261,8 @@ impl OutputSource {
                     partition,
                     stats,
                     problem: None,
+                    published: None,
+                    unchanged: 0,
                 },
             );
         }
@@ -302,46 +331,74 @@ impl Kind {
 }
 
 impl Followed {
-    /// Reads the file to its end in batches; returns whether it is readable.
-    fn poll(&mut self, path: &Path, inspectors: &[Option<Inspector>], run: &Mutex<Run>) -> bool {
+    /// Reads the file to its end in batches; returns whether it is readable, and whether
+    /// anything about it changed.
+    ///
+    /// A file is looked at (one `stat`) every poll, and read only when its size, modification
+    /// time or identity changed. One unchanged for `QUIET_POLLS` polls is looked at every
+    /// `QUIET_EVERY`th poll until it changes: a byte written to a file that was quiet for 30 s
+    /// is seen within `QUIET_EVERY` poll intervals (1 s at the default), any other within one.
+    fn poll(
+        &mut self,
+        path: &Path,
+        inspectors: &[Option<Inspector>],
+        run: &Mutex<Run>,
+    ) -> (bool, bool) {
+        if self.unchanged >= QUIET_POLLS && self.problem.is_none() {
+            self.unchanged += 1;
+            if !self.unchanged.is_multiple_of(QUIET_EVERY) {
+                return (true, false);
+            }
+        }
         let inspect = match self.kind {
             Kind::Output(i) => inspectors[i].as_ref(),
             Kind::Input => None,
         };
+        let mut touched = false;
         loop {
             let stats = &mut self.stats;
-            let result = self.follower.poll(BATCH_BYTES, |tailed| match tailed {
-                Tailed::Line(line) => match inspect {
-                    Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
-                    None => stats.add(&record::Facts::default(), line.len()),
-                },
-                Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
-                Tailed::Oversized => stats.add_oversized(),
-                Tailed::Reset => *stats = OutputStats::default(),
+            let result = self.follower.poll(BATCH_BYTES, |tailed| {
+                touched = true;
+                match tailed {
+                    Tailed::Line(line) => match inspect {
+                        Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
+                        None => stats.add(&record::Facts::default(), line.len()),
+                    },
+                    Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
+                    Tailed::Oversized => stats.add_oversized(),
+                    Tailed::Reset => *stats = OutputStats::default(),
+                }
             });
             let polled = match result {
                 Ok(polled) => polled,
                 Err(e) => {
                     self.report(e.to_string());
-                    return false;
+                    return (false, touched);
                 }
             };
-            self.publish(path, run);
+            let modified = self.follower.modified();
+            if touched || self.published != Some(modified) {
+                self.publish(path, modified, run);
+                touched = true;
+            }
             if !polled.more {
                 if self.problem.take().is_some() {
                     tracing::info!("reading {} again", path.display());
                 }
-                return true;
+                self.unchanged = if touched {
+                    0
+                } else {
+                    self.unchanged.saturating_add(1)
+                };
+                return (true, touched);
             }
         }
     }
 
-    fn publish(&self, path: &Path, run: &Mutex<Run>) {
+    fn publish(&mut self, path: &Path, modified: Option<std::time::SystemTime>, run: &Mutex<Run>) {
+        self.published = Some(modified);
         let key = path.display().to_string();
-        let last_write = std::fs::metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
-            .map(clock::unix_seconds);
+        let last_write = modified.map(clock::unix_seconds);
         let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
         match self.kind {
             Kind::Output(_) => {

@@ -29,8 +29,11 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Bytes read per `pread`.
+/// Bytes read per `pread` while catching up.
 const CHUNK: usize = 256 * 1024;
+/// The read buffer of a follower that is not behind: a sidecar follows dozens of files that
+/// are mostly idle, and a full-size buffer each would be most of its memory.
+const SMALL_CHUNK: usize = 16 * 1024;
 /// A rotated-away file is dropped after this many polls without new bytes, and no sooner than
 /// `DRAIN_GRACE` after its last new byte: a writer slow to reopen (a process paused by the
 /// scheduler, a fast poll interval) must not lose what it still appends. Fluent Bit's
@@ -128,6 +131,11 @@ pub struct Follower {
     /// owner can save a snapshot at once instead of waiting for its interval.
     switches: u64,
     buf: Vec<u8>,
+    /// The current file's identity, size and modification time at the last poll: while they
+    /// stay the same (and nothing is being drained or caught up on), a poll is one `stat`.
+    seen: Option<(FileId, u64, Option<std::time::SystemTime>)>,
+    /// The last poll stopped at its byte budget.
+    behind: bool,
 }
 
 impl Open {
@@ -165,7 +173,9 @@ impl Follower {
             mode: Mode::Lines,
             drain_rotated: true,
             switches: 0,
-            buf: vec![0; CHUNK],
+            buf: Vec::new(),
+            seen: None,
+            behind: false,
         }
     }
 
@@ -207,6 +217,11 @@ impl Follower {
         &self.path
     }
 
+    /// The current file's modification time, as of the last poll.
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        self.seen.and_then(|s| s.2)
+    }
+
     pub fn stats(&self) -> TailStats {
         self.stats
     }
@@ -229,6 +244,20 @@ impl Follower {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(self.error(e)),
         };
+        let seen = meta
+            .as_ref()
+            .map(|m| (FileId::of(m), m.len(), m.modified().ok()));
+        if seen.is_some()
+            && seen == self.seen
+            && self.draining.is_empty()
+            && !self.behind
+            && self.current.is_some()
+        {
+            return Ok(Polled {
+                present: true,
+                more: false,
+            });
+        }
         if let Some(meta) = &meta {
             let id = FileId::of(meta);
             match &mut self.current {
@@ -269,6 +298,11 @@ impl Follower {
             let read = self.read_to_end(&mut open, budget, &mut on_line);
             self.current = Some(open);
             more = read? >= budget;
+        }
+        self.behind = more;
+        self.seen = seen.filter(|s| self.current.as_ref().is_some_and(|o| o.id == s.0));
+        if !more && self.buf.len() > SMALL_CHUNK {
+            self.buf = Vec::new();
         }
         Ok(Polled {
             present: meta.is_some() || self.current.is_some(),
@@ -331,13 +365,22 @@ impl Follower {
         on_line: &mut F,
     ) -> Result<u64, TailError> {
         let mut total = 0;
+        // A small read first; one that fills the buffer says the file is behind, and it is
+        // read in full chunks until it is caught up.
+        let mut want = SMALL_CHUNK;
         while total < budget {
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
             let n = match open.file.read_at(&mut self.buf, open.offset) {
                 Ok(0) => return Ok(total),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.error(e)),
             };
+            if n == self.buf.len() {
+                want = CHUNK;
+            }
             open.offset += n as u64;
             position::keep_last(&mut open.before, &self.buf[..n]);
             total += n as u64;
