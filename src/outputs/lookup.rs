@@ -10,6 +10,7 @@
 //! record, duplicate keys included (the last one wins).
 
 use super::scan::{Scan, Token};
+use std::borrow::Cow;
 
 /// Kept strings longer than this are cut to it.
 const MAX_KEPT: usize = 1024;
@@ -23,7 +24,7 @@ static NOWHERE: Node = Node {
 
 /// What a pointer found, reduced to what inspection asks of it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Found {
+pub enum Found<'a> {
     Null,
     Bool(bool),
     U64(u64),
@@ -34,8 +35,8 @@ pub enum Found {
         /// Empty after trimming whitespace.
         blank: bool,
         /// The string trimmed of whitespace, when its pointer asked for it to be kept; cut to
-        /// `MAX_KEPT` bytes.
-        text: Option<String>,
+        /// `MAX_KEPT` bytes. Borrowed from the record unless it holds an escape.
+        text: Option<Cow<'a, str>>,
         /// Whether `text` was cut.
         cut: bool,
     },
@@ -111,7 +112,7 @@ impl Lookup {
 
     /// What each pointer found, by index, when `line` is one JSON object; `None` when it is
     /// not JSON, or JSON but not an object.
-    pub fn find(&self, line: &[u8]) -> Option<Vec<Option<Found>>> {
+    pub fn find<'a>(&self, line: &'a [u8]) -> Option<Vec<Option<Found<'a>>>> {
         let mut scan = Scan::new(line)?;
         let mut found = vec![None; self.keep.len()];
         let mut walk = Walk {
@@ -139,13 +140,13 @@ fn array_index(token: &str) -> Option<usize> {
 
 /// Walks values with the node of the pointer tree each sits at.
 struct Walk<'a, 'b> {
-    found: &'a mut [Option<Found>],
+    found: &'a mut [Option<Found<'b>>],
     keep: &'a [bool],
     scan: &'a mut Scan<'b>,
 }
 
-impl Walk<'_, '_> {
-    fn put(&mut self, node: &Node, found: impl Fn(usize) -> Found) {
+impl<'b> Walk<'_, 'b> {
+    fn put(&mut self, node: &Node, found: impl Fn(usize) -> Found<'b>) {
         for &i in &node.ends {
             self.found[i] = Some(found(i));
         }
@@ -206,7 +207,7 @@ impl Walk<'_, '_> {
     }
 
     /// A string a pointer ends at: kept (trimmed, cut) only for the pointers that asked.
-    fn string(&mut self, node: &Node, raw: &[u8], escaped: bool) {
+    fn string(&mut self, node: &Node, raw: &'b [u8], escaped: bool) {
         let wants_text = node.ends.iter().any(|&i| self.keep[i]);
         if !wants_text {
             let blank = super::scan::is_blank(raw);
@@ -218,19 +219,29 @@ impl Walk<'_, '_> {
             });
             return;
         }
-        let decoded = super::scan::decode(raw, escaped);
-        let trimmed = decoded.trim();
-        let cut = trimmed.len() > MAX_KEPT;
-        let mut end = trimmed.len().min(MAX_KEPT);
-        while !trimmed.is_char_boundary(end) {
-            end -= 1;
-        }
-        let kept = &trimmed[..end];
+        let trimmed_cut = |s: &str| {
+            let trimmed = s.trim();
+            let mut end = trimmed.len().min(MAX_KEPT);
+            while !trimmed.is_char_boundary(end) {
+                end -= 1;
+            }
+            (trimmed.len() > MAX_KEPT, trimmed.is_empty(), end)
+        };
+        let (cut, blank, kept) = match super::scan::decode(raw, escaped) {
+            Cow::Borrowed(s) => {
+                let (cut, blank, end) = trimmed_cut(s);
+                (cut, blank, Cow::Borrowed(&s.trim()[..end]))
+            }
+            Cow::Owned(s) => {
+                let (cut, blank, end) = trimmed_cut(&s);
+                (cut, blank, Cow::Owned(s.trim()[..end].to_owned()))
+            }
+        };
         let keep = self.keep;
         self.put(node, |i| Found::Str {
             empty: raw.is_empty(),
-            blank: trimmed.is_empty(),
-            text: keep[i].then(|| kept.to_owned()),
+            blank,
+            text: keep[i].then(|| kept.clone()),
             cut,
         });
     }
@@ -239,7 +250,7 @@ impl Walk<'_, '_> {
 /// A number a pointer ends at, as `serde_json::Value` holds it. Plain counts (what token
 /// fields hold) are read here; anything else is left to serde_json, so a float's last bit
 /// and what is out of range are its.
-fn number(text: &[u8]) -> Option<Found> {
+fn number(text: &[u8]) -> Option<Found<'static>> {
     if text.len() <= 19 && text.iter().all(u8::is_ascii_digit) {
         let n = text.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
         return Some(Found::U64(n));
@@ -259,7 +270,7 @@ mod tests {
     use serde_json::Value;
 
     /// What `Value::pointer` says, reduced the same way: the oracle.
-    fn oracle(line: &str, pointers: &[&str]) -> Option<Vec<Option<Found>>> {
+    fn oracle(line: &str, pointers: &[&str]) -> Option<Vec<Option<Found<'static>>>> {
         let value: Value = serde_json::from_str(line).ok().filter(Value::is_object)?;
         Some(
             pointers
@@ -276,7 +287,7 @@ mod tests {
                         Value::String(s) => Found::Str {
                             empty: s.is_empty(),
                             blank: s.trim().is_empty(),
-                            text: Some(s.trim().to_owned()),
+                            text: Some(Cow::Owned(s.trim().to_owned())),
                             cut: false,
                         },
                         Value::Array(a) => Found::Container {
@@ -371,7 +382,7 @@ mod tests {
         let strings: Vec<_> = found
             .iter()
             .map(|f| match f {
-                Some(Found::Str { text, cut, .. }) => (text.clone(), *cut),
+                Some(Found::Str { text, cut, .. }) => (text.as_deref().map(str::to_owned), *cut),
                 other => panic!("{other:?}"),
             })
             .collect();
