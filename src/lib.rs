@@ -26,3 +26,6 @@ pub mod state;
 pub mod status;
 pub mod tail;
 pub mod web;
+
+#[cfg(test)]
+pub(crate) mod testing;

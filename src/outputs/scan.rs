@@ -589,13 +589,7 @@ mod tests {
             b"\x01",
             "\u{e9}".as_bytes(),
         ];
-        let mut seed = 1u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut next = crate::testing::numbers(1);
         for case in 0..20_000 {
             let mut s = b"\"".to_vec();
             // Long runs of plain bytes put the pieces on and across 64-byte boundaries.

@@ -284,13 +284,7 @@ mod tests {
         // Lines mutated at random, with the bytes these lines are made of: wherever the
         // one-pass reading answers, it says what the general one says.
         let alphabet = b"0123456789./ ()err req/s avg_comp=tok ETA=smhd:x-+e";
-        let mut seed = 3u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut next = crate::testing::numbers(3);
         let mut answered = 0;
         for _ in 0..50_000 {
             let mut line = lines[next(lines.len())].as_bytes().to_vec();

@@ -550,24 +550,18 @@ mod tests {
         let mut count = Follower::new(&path, 40).count_only();
         // Lines of every length around the cap, empty lines, a bare `\r`, lines cut between
         // appends and between reads (appends larger than a read chunk).
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::testing::numbers(7);
         for _ in 0..60 {
             let mut bytes = Vec::new();
             for _ in 0..next(4000) {
-                let len = next(60) as usize;
+                let len = next(60);
                 bytes.extend(std::iter::repeat_n(b'x', len));
                 if next(10) == 0 {
                     bytes.push(b'\r');
                 }
                 bytes.push(b'\n');
             }
-            let cut = next(bytes.len() as u64 + 1) as usize;
+            let cut = next(bytes.len() + 1);
             append(&path, &bytes[..cut]);
             assert_eq!(tally(&mut split), tally(&mut count));
             append(&path, &bytes[cut..]);
