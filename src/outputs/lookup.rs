@@ -182,7 +182,8 @@ impl<'b> Walk<'_, 'b> {
                 let mut empty = true;
                 while let Some(key) = self.scan.next_key(empty)? {
                     empty = false;
-                    let child = node.children.iter().find(|c| key.is(&c.token));
+                    let key = key.bytes();
+                    let child = node.children.iter().find(|c| c.token.as_bytes() == &*key);
                     let child = child.map_or(&NOWHERE, |c| &c.node);
                     self.enter(child);
                     self.value(child)?;
@@ -251,8 +252,7 @@ impl<'b> Walk<'_, 'b> {
 /// fields hold) are read here; anything else is left to serde_json, so a float's last bit
 /// and what is out of range are its.
 fn number(text: &[u8]) -> Option<Found<'static>> {
-    if text.len() <= 19 && text.iter().all(u8::is_ascii_digit) {
-        let n = text.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    if let Some(n) = crate::parse::number::parse_u64(text) {
         return Some(Found::U64(n));
     }
     let text = std::str::from_utf8(text).ok()?;

@@ -44,12 +44,13 @@ pub struct Key<'a> {
     escaped: bool,
 }
 
-impl Key<'_> {
-    pub fn is(&self, token: &str) -> bool {
+impl<'a> Key<'a> {
+    /// The key's bytes, decoded where it holds an escape (rare: keys are names).
+    pub fn bytes(&self) -> Cow<'a, [u8]> {
         if self.escaped {
-            decode(self.raw, true) == token
+            Cow::Owned(decode(self.raw, true).into_owned().into_bytes())
         } else {
-            self.raw == token.as_bytes()
+            Cow::Borrowed(self.raw)
         }
     }
 }

@@ -6,7 +6,7 @@
 
 pub mod ansi;
 mod detect;
-mod number;
+pub(crate) mod number;
 mod regex_format;
 mod run_inference;
 mod server_log;
