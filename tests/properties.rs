@@ -17,7 +17,8 @@ use pipeline_pulse::metrics::{self, Exposition};
 use pipeline_pulse::model::Run;
 use pipeline_pulse::outputs::record::{Inspector, Pointers, MAX_RECORD_TOKENS};
 use pipeline_pulse::parse::{
-    Detect, Event, Format, Parser, RegexFormat, RunInference, ServerLine, ServerLog, Tqdm,
+    Detect, Event, Format, Parser, RegexFormat, RunInference, ServerLine, ServerLog, ServerRead,
+    Tqdm,
 };
 use pipeline_pulse::tail::{Follower, Tailed};
 use proptest::prelude::*;
@@ -192,7 +193,10 @@ fn check_event(event: &Event<'_>, line: &[u8]) -> Result<(), TestCaseError> {
             finite_non_negative("eta_seconds", p.eta_seconds, line)?;
             finite_non_negative("tokens_per_second", p.tokens_per_second, line)?;
         }
-        Event::Server(ServerLine::Report(r)) => {
+        Event::Server(ServerRead {
+            line: ServerLine::Report(r),
+            ..
+        }) => {
             finite_non_negative("running", r.running, line)?;
             finite_non_negative("queued", r.queued, line)?;
             finite_non_negative("generation tok/s", r.generation_tokens_per_second, line)?;
@@ -253,9 +257,12 @@ proptest! {
     ) {
         let text = lines.join("\n");
         let names = ["sglang:num_running_reqs", "vllm:num_requests_running", "x"];
-        let _ = pipeline_pulse::probe::exposition::first_of(&text, &names);
-        for name in names {
-            let _ = pipeline_pulse::probe::exposition::combine(&text, name);
+        use pipeline_pulse::probe::exposition::{combine, first_of, Combine};
+        for how in [Combine::Sum, Combine::Mean, Combine::Max] {
+            let _ = first_of(&text, &names, how);
+            for name in names {
+                let _ = combine(&text, name, how);
+            }
         }
         for (name, _, _) in pipeline_pulse::probe::exposition::samples(&text) {
             prop_assert!(text.contains(name));

@@ -33,6 +33,11 @@ fn every_server_log_variant_reads_as_its_golden_exposition() {
 
 const DECODE: &str = "[2026-08-28 22:30:08 TP0] Decode batch, #running-req: 233, #token: 370959, token usage: 0.82, cuda graph: True, gen throughput (token/s): 4594.01, #queue-req: 317, \n";
 
+/// [`DECODE`] printed `seconds_ago`: the sidecar reads the time from the line.
+fn decode_at(seconds_ago: u64) -> String {
+    DECODE.replace("2026-08-28 22:30:08", &local_stamp(seconds_ago))
+}
+
 #[test]
 fn a_server_log_is_followed_live_through_partial_writes_and_a_rotation() {
     let dir = temp_dir();
@@ -236,7 +241,7 @@ fn a_driver_that_stops_while_the_server_decodes_is_server_busy_nothing_written()
     let dir = temp_dir();
     let log = silent_driver_log(dir.path());
     let server_log = dir.path().join("sglang.log");
-    std::fs::write(&server_log, DECODE.repeat(3)).unwrap();
+    std::fs::write(&server_log, decode_at(0).repeat(3)).unwrap();
     let (_sidecar, email) = first_email(dir.path(), &log, &server_log, &[]);
     assert!(email.contains("FIRING Stalled"), "{email}");
     assert!(email.contains("server busy, nothing written"), "{email}");
@@ -249,8 +254,8 @@ fn a_server_that_stops_decoding_with_requests_running_is_server_hung() {
     let dir = temp_dir();
     let log = silent_driver_log(dir.path());
     let server_log = dir.path().join("sglang.log");
-    std::fs::write(&server_log, DECODE.repeat(3)).unwrap();
     // Its last decode line is as old as the driver's last progress line.
+    std::fs::write(&server_log, decode_at(600).repeat(3)).unwrap();
     set_mtime(&server_log, 600);
     let config = dir.path().join("pulse.toml");
     std::fs::write(&config, "[rules.ServerHung]\nthreshold = \"1s\"\n").unwrap();

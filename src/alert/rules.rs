@@ -254,15 +254,21 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
     }
     if let (true, Some(server)) = (on(AlertName::ServerDown), &run.server) {
         if server.up == Some(false) {
-            push(
-                AlertName::ServerDown,
-                None,
-                "the inference server's health check fails".into(),
-                server
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "The health check failed.".into()),
-            );
+            let probe = server
+                .error
+                .clone()
+                .unwrap_or_else(|| "The health check failed.".into());
+            let (summary, description) = match run.server_log.crashed() {
+                Some(fatal) => (
+                    format!(
+                        "the inference server crashed ({})",
+                        fatal.event.replace('_', " ")
+                    ),
+                    format!("Its log ends in: {}. {probe}", fatal.text),
+                ),
+                None => ("the inference server's health check fails".into(), probe),
+            };
+            push(AlertName::ServerDown, None, summary, description);
         }
     }
     if let (Some(since), true) = (run.gpu_hung_since, on(AlertName::GpuHung)) {
@@ -474,21 +480,20 @@ fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
     if run.process.as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
     }
-    if let Some(server) = &run.server {
-        if server.up == Some(false) {
-            return (
-                "server down",
-                "The inference server's health check fails.".into(),
-            );
-        }
-    }
-    if let Some(event) = run.server_log.crashed() {
+    if let Some(fatal) = run.server_log.crashed() {
         return (
             "server crashed",
             format!(
-                "The inference server's log ends in a {} (see its last lines below).",
-                event.replace('_', " ")
+                "The inference server's log ends in a {}: {} (see its last lines below).",
+                fatal.event.replace('_', " "),
+                fatal.text
             ),
+        );
+    }
+    if run.server_down() {
+        return (
+            "server down",
+            "The inference server's health check fails.".into(),
         );
     }
     let figures = run.server_figures();

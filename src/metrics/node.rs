@@ -3,7 +3,7 @@
 use super::{family, gauge, info};
 use crate::gpu::GpuSample;
 use crate::model::Run;
-use crate::parse::ServerEvent;
+use crate::parse::{RequestLine, ServerEvent};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -218,8 +218,13 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                 figures.kv_cache_usage,
             ),
             (
+                "pulse_server_kv_cache_usage_max_ratio",
+                "KV cache in use on the inference server's fullest rank (0-1): one full rank stalls its requests.",
+                figures.kv_cache_usage_max,
+            ),
+            (
                 "pulse_server_last_report_timestamp_seconds",
-                "When the inference server last reported figures (a log line, else a scrape).",
+                "When the inference server last reported figures (the log line's own time, else a scrape).",
                 figures.last_report_at,
             ),
         ];
@@ -229,7 +234,40 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             }
         }
     }
+    if let Some(total) = run.server.as_ref().and_then(|s| s.preemptions_total) {
+        family(
+            enc,
+            "pulse_server_preemptions",
+            "Requests the inference server preempted (vLLM) or retracted (SGLang) for lack of KV cache, by its own counter.",
+            MetricType::Counter,
+            [([("", ""); 0], ConstCounter::new(total))],
+        )?;
+    }
     if server_log {
+        let pools = run.server_log.pools();
+        if !run.server_down() && !pools.is_empty() {
+            family(
+                enc,
+                "pulse_server_kv_cache_pool_usage_ratio",
+                "KV cache in use per pool of a hybrid model (full attention, sliding window, mamba), from the server's log.",
+                MetricType::Gauge,
+                pools
+                    .into_iter()
+                    .map(|(pool, usage)| ([("pool", pool)], ConstGauge::new(usage))),
+            )?;
+        }
+        family(
+            enc,
+            "pulse_server_log_request_lines",
+            "Lines of the inference server's log about single requests (its access log, request logging), kept out of its tail and of the evidence.",
+            MetricType::Counter,
+            RequestLine::ALL.into_iter().map(|k| {
+                (
+                    [("kind", k.as_str())],
+                    ConstCounter::new(run.server_log.request_line_count(k)),
+                )
+            }),
+        )?;
         family(
             enc,
             "pulse_server_log_events",

@@ -28,7 +28,7 @@ pub use recent::RecentLines;
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
 pub use window::Window;
 
-use crate::parse::Event;
+use crate::parse::{Event, ServerLine, ServerRead};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -94,6 +94,9 @@ pub struct Run {
     /// When the server was first seen at all.
     #[serde(skip)]
     pub server_seen_at: Option<Seconds>,
+    /// The node's offset from UTC, seconds east: a server log line's time is local.
+    #[serde(skip)]
+    pub utc_offset: i64,
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,
@@ -199,7 +202,17 @@ impl Run {
         let stats = &mut self.logs[log];
         stats.lines += 1;
         if stats.server {
-            self.server_log.tail.push(line);
+            // Lines about single requests (the access log, our own probes among them) would
+            // push out what the engine said.
+            if !matches!(
+                event,
+                Some(Event::Server(ServerRead {
+                    line: ServerLine::Request(_),
+                    ..
+                }))
+            ) {
+                self.server_log.tail.push(line);
+            }
         } else {
             self.recent_lines.push(line);
         }
@@ -207,7 +220,7 @@ impl Run {
             Some(Event::Unparsed) => stats.unparsed += 1,
             Some(event) => {
                 stats.matched += 1;
-                self.apply(log, event, now);
+                self.apply(log, event, line, now);
             }
             None => {}
         }
@@ -229,14 +242,20 @@ impl Run {
     /// Applies what a line not yet finished says (tqdm's latest frame), without counting it
     /// as a line: it is counted when its terminator arrives.
     pub fn peek(&mut self, log: usize, event: Event<'_>, now: Seconds) {
-        self.apply(log, event, now);
+        self.apply(log, event, &[], now);
     }
 
-    fn apply(&mut self, log: usize, event: Event<'_>, now: Seconds) {
+    /// Applies what line `text` of log `log` said.
+    fn apply(&mut self, log: usize, event: Event<'_>, text: &[u8], now: Seconds) {
         match event {
             Event::Model(name) => self.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
-            Event::Server(line) => self.server_line(line, now),
+            Event::Server(read) => {
+                if let Some(format) = self.logs[log].format {
+                    self.server_log.format = Some(format);
+                }
+                self.server_line(read, text, now)
+            }
             Event::Partition { name, mode } => {
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);

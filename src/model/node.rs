@@ -65,6 +65,12 @@ pub struct ServerState {
     /// KV cache in use, 0-1.
     #[serde(default)]
     pub kv_cache_usage: Option<f64>,
+    /// The fullest rank's KV cache, 0-1.
+    #[serde(default)]
+    pub kv_cache_usage_max: Option<f64>,
+    /// The engine's own count of requests it preempted (vLLM) or retracted (SGLang).
+    #[serde(default)]
+    pub preemptions_total: Option<f64>,
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,

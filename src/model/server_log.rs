@@ -2,7 +2,9 @@
 //! them: its metrics URL where one is configured (it is exact and current), else its log.
 
 use super::{RecentLines, Run, Seconds};
-use crate::parse::{ServerEvent, ServerLine, ServerReport};
+use crate::parse::{
+    Format, Pools, Rank, RequestLine, ServerEvent, ServerLine, ServerRead, ServerReport,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -10,21 +12,80 @@ use std::collections::BTreeMap;
 /// hung: SGLang prints one every 40 decode steps, a few seconds at most.
 pub const DECODE_SILENCE: f64 = 120.0;
 
-/// The server log's latest report, its event counts and its last lines.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ServerLogState {
+/// How long a rank's last report is believed once other ranks report newer ones: three of
+/// vLLM's 10 s intervals; SGLang's decode lines come every 40 steps, seconds apart.
+fn rank_stale_after(format: Option<Format>) -> Seconds {
+    match format {
+        Some(Format::Vllm) => 30.0,
+        _ => 60.0,
+    }
+}
+
+/// One rank's latest report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankReport {
+    pub rank: Option<u32>,
+    /// vLLM's `N Engines Aggregated:` line, the engines' sum already.
+    #[serde(default)]
+    pub aggregated: bool,
     pub running: Option<f64>,
     pub queued: Option<f64>,
     pub generation_tokens_per_second: Option<f64>,
     pub kv_cache_usage: Option<f64>,
+    pub kv_tokens: Option<f64>,
+    #[serde(default)]
+    pub pools: BTreeMap<String, f64>,
+    pub at: Seconds,
+}
+
+/// The latest fatal line: what the log says killed the server.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fatal {
+    pub event: String,
+    /// The line itself (an excerpt), for the page.
+    pub text: String,
+    pub at: Seconds,
+    /// Its place among the log's report and event lines: "the log ends in a crash" is about
+    /// order, not clocks (a traceback's lines carry no time of their own).
+    pub seq: u64,
+}
+
+/// The server log's latest reports (one per rank), its event counts and its last lines.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServerLogState {
+    #[serde(default)]
+    pub ranks: Vec<RankReport>,
     pub last_report_at: Option<Seconds>,
     /// The latest decode (SGLang) or stats (vLLM) line.
     pub last_decode_at: Option<Seconds>,
     /// `pulse_server_log_events_total{event}`, carried across restarts like every counter.
     pub events: BTreeMap<String, u64>,
-    /// The latest traceback, OOM or failed health check, and when.
-    pub last_fatal: Option<(String, Seconds)>,
+    /// `pulse_server_log_request_lines_total{kind}`: lines about single requests.
+    #[serde(default)]
+    pub request_lines: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub last_fatal: Option<Fatal>,
+    /// vLLM V0's running count of preemptions, as its last warning gave it.
+    #[serde(default)]
+    preemptions_seen: Option<u64>,
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    last_report_seq: u64,
+    /// The format the log was found in: it sets how long a silent rank is believed.
+    #[serde(default)]
+    pub format: Option<Format>,
     pub tail: RecentLines,
+}
+
+/// The log's figures, combined over its ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LogFigures {
+    pub running: Option<f64>,
+    pub queued: Option<f64>,
+    pub generation_tokens_per_second: Option<f64>,
+    pub kv_cache_usage: Option<f64>,
+    pub kv_cache_usage_max: Option<f64>,
 }
 
 /// The server's figures from whichever source has them.
@@ -34,60 +95,198 @@ pub struct ServerFigures {
     pub queued: Option<f64>,
     pub generation_tokens_per_second: Option<f64>,
     pub kv_cache_usage: Option<f64>,
-    /// When the server last reported figures: its log's latest report, else the latest scrape
-    /// of its metrics that worked.
+    /// The fullest rank's KV cache: one full rank stalls its requests whatever the mean.
+    pub kv_cache_usage_max: Option<f64>,
+    /// When the server last reported figures: its log's latest report (the line's own time),
+    /// else the latest scrape of its metrics that worked.
     pub last_report_at: Option<Seconds>,
+    /// The server is down or crashed: the figures above are its last known ones, not now's.
+    pub down: bool,
 }
 
 impl ServerLogState {
-    pub(super) fn take(&mut self, line: ServerLine, now: Seconds) {
+    /// Takes a line read at `at` (its own time, else the read time).
+    pub(super) fn take(&mut self, line: ServerLine, text: &[u8], at: Seconds) {
         match line {
             ServerLine::Event(event) => {
-                *self.events.entry(event.as_str().to_owned()).or_default() += 1;
+                self.seq += 1;
+                self.count(event, 1);
                 if event.is_fatal() {
-                    self.last_fatal = Some((event.as_str().to_owned(), now));
+                    let text = String::from_utf8_lossy(&text[..text.len().min(400)]);
+                    self.last_fatal = Some(Fatal {
+                        event: event.as_str().to_owned(),
+                        text: text.trim().to_owned(),
+                        at,
+                        seq: self.seq,
+                    });
                 }
             }
-            ServerLine::Report(report) => self.report(report, now),
+            ServerLine::Report(report) => {
+                self.seq += 1;
+                self.last_report_seq = self.seq;
+                self.report(report, at);
+            }
+            ServerLine::Preempted { cumulative } => {
+                self.seq += 1;
+                // The warnings skip 49 of every 50: the engine's own count says how many.
+                let n = match self.preemptions_seen {
+                    Some(last) if cumulative > last => cumulative - last,
+                    Some(_) => 1,
+                    None => cumulative.max(1),
+                };
+                self.preemptions_seen = Some(cumulative);
+                self.count(ServerEvent::Preemption, n);
+            }
+            ServerLine::Request(kind) => {
+                *self
+                    .request_lines
+                    .entry(kind.as_str().to_owned())
+                    .or_default() += 1;
+            }
+            ServerLine::Unreadable => {}
         }
     }
 
-    fn report(&mut self, r: ServerReport, now: Seconds) {
-        self.running = r.running.or(self.running);
-        self.queued = r.queued.or(self.queued);
+    fn count(&mut self, event: ServerEvent, n: u64) {
+        *self.events.entry(event.as_str().to_owned()).or_default() += n;
+    }
+
+    fn report(&mut self, r: ServerReport, at: Seconds) {
+        if let Some(n) = r.preemptions {
+            self.count(ServerEvent::Preemption, n);
+        }
+        let (rank, aggregated) = match r.rank {
+            Rank::Of(n) => (Some(n), false),
+            Rank::Aggregated => (None, true),
+        };
+        let i = match self
+            .ranks
+            .iter()
+            .position(|k| k.rank == rank && k.aggregated == aggregated)
+        {
+            Some(i) => i,
+            None => {
+                self.ranks.push(RankReport {
+                    rank,
+                    aggregated,
+                    ..RankReport::default()
+                });
+                self.ranks.len() - 1
+            }
+        };
+        let k = &mut self.ranks[i];
+        k.running = r.running.or(k.running);
+        k.queued = r.queued.or(k.queued);
         if r.decode {
-            self.generation_tokens_per_second = r.generation_tokens_per_second;
-            self.last_decode_at = Some(now);
+            k.generation_tokens_per_second = r.generation_tokens_per_second;
+            self.last_decode_at = Some(self.last_decode_at.map_or(at, |d| d.max(at)));
         }
-        self.kv_cache_usage = r.kv_cache_usage.or(self.kv_cache_usage);
-        self.last_report_at = Some(now);
+        if r.kv_cache_usage.is_some() {
+            k.kv_cache_usage = r.kv_cache_usage;
+            k.kv_tokens = r.kv_tokens;
+        }
+        let pools: &Pools = &r.pools;
+        for (name, usage) in pools.iter() {
+            k.pools.insert(name.to_owned(), usage);
+        }
+        k.at = at;
+        self.last_report_at = Some(self.last_report_at.map_or(at, |l| l.max(at)));
     }
 
-    /// Whether the log's last word is a crash: a traceback, an OOM or a failed health check
-    /// with no report after it.
-    pub fn crashed(&self) -> Option<&str> {
-        let (event, at) = self.last_fatal.as_ref()?;
-        self.last_report_at
-            .is_none_or(|r| r <= *at)
-            .then_some(event.as_str())
+    /// The ranks whose reports are current: each within its engine's interval of the newest.
+    /// An aggregated line, where the engine prints one, stands for all of them.
+    fn current(&self) -> Vec<&RankReport> {
+        let Some(newest) = self.last_report_at else {
+            return Vec::new();
+        };
+        let stale = rank_stale_after(self.format);
+        let fresh: Vec<&RankReport> = self
+            .ranks
+            .iter()
+            .filter(|k| newest - k.at <= stale)
+            .collect();
+        match fresh.iter().find(|k| k.aggregated) {
+            Some(all) => vec![*all],
+            None => fresh,
+        }
+    }
+
+    /// Counts and rates add across ranks; the KV ratio is the mean over ranks, weighted by
+    /// their pools where the lines give the pool sizes, and its max.
+    pub fn figures(&self) -> LogFigures {
+        let ranks = self.current();
+        let sum = |f: fn(&RankReport) -> Option<f64>| {
+            ranks.iter().filter_map(|k| f(k)).reduce(|a, b| a + b)
+        };
+        let usages: Vec<f64> = ranks.iter().filter_map(|k| k.kv_cache_usage).collect();
+        let pool_sizes: Option<Vec<(f64, f64)>> = ranks
+            .iter()
+            .filter(|k| k.kv_cache_usage.is_some())
+            .map(|k| match (k.kv_tokens, k.kv_cache_usage) {
+                (Some(t), Some(u)) if u > 0.0 => Some((t, t / u)),
+                _ => None,
+            })
+            .collect();
+        let kv = match pool_sizes {
+            Some(p) if p.len() > 1 => {
+                let (used, size) = p.iter().fold((0.0, 0.0), |(a, b), (u, s)| (a + u, b + s));
+                (size > 0.0).then(|| (used / size).clamp(0.0, 1.0))
+            }
+            _ => (!usages.is_empty()).then(|| usages.iter().sum::<f64>() / usages.len() as f64),
+        };
+        LogFigures {
+            running: sum(|k| k.running),
+            queued: sum(|k| k.queued),
+            generation_tokens_per_second: sum(|k| k.generation_tokens_per_second),
+            kv_cache_usage: kv,
+            kv_cache_usage_max: usages.iter().copied().reduce(f64::max),
+        }
+    }
+
+    /// Each KV pool's usage (the fullest rank's), for a hybrid model.
+    pub fn pools(&self) -> BTreeMap<&str, f64> {
+        let mut pools = BTreeMap::new();
+        for k in self.current() {
+            for (name, usage) in &k.pools {
+                let e = pools.entry(name.as_str()).or_insert(*usage);
+                *e = e.max(*usage);
+            }
+        }
+        pools
+    }
+
+    /// Whether the log's last word is a crash: a fatal line (a traceback, an OOM, a failed
+    /// health check, the engine saying it died) with no report after it.
+    pub fn crashed(&self) -> Option<&Fatal> {
+        self.last_fatal
+            .as_ref()
+            .filter(|f| f.seq > self.last_report_seq)
     }
 
     pub fn event_count(&self, event: ServerEvent) -> u64 {
         self.events.get(event.as_str()).copied().unwrap_or(0)
     }
+
+    pub fn request_line_count(&self, kind: RequestLine) -> u64 {
+        self.request_lines.get(kind.as_str()).copied().unwrap_or(0)
+    }
 }
 
 impl Run {
-    /// Takes a line of a server log.
-    pub(super) fn server_line(&mut self, line: ServerLine, now: Seconds) {
-        self.server_log.take(line, now);
-        if let ServerLine::Report(r) = line {
+    /// Takes a line of a server log, read at `now`. The line's own time, where its prefix has
+    /// one, is when its figures held (vLLM's year-less stamps take `now`'s year, the file's
+    /// mtime for a backlog); a stamp ahead of `now` (another time zone) is not believed.
+    pub(super) fn server_line(&mut self, read: ServerRead, text: &[u8], now: Seconds) {
+        let at = read
+            .stamp
+            .map(|s| s.resolve(now, self.utc_offset))
+            .filter(|at| *at <= now + 60.0)
+            .map_or(now, |at| at.min(now));
+        self.server_log.take(read.line, text, at);
+        if let ServerLine::Report(r) = read.line {
             if r.decode {
-                self.note_server(
-                    r.running.or(self.server_log.running),
-                    r.generation_tokens_per_second,
-                    now,
-                );
+                let figures = self.server_log.figures();
+                self.note_server(figures.running, figures.generation_tokens_per_second, at);
             }
         }
     }
@@ -105,10 +304,36 @@ impl Run {
         self.server_seen_at.get_or_insert(now);
     }
 
-    /// The server's figures: each from its metrics URL where that has it, else from its log.
+    /// Whether the server is gone: its probe fails (health, or a metrics scrape with nothing
+    /// read), or, with no probe that works, its log ends in a crash.
+    pub fn server_down(&self) -> bool {
+        match &self.server {
+            Some(s) if s.up == Some(false) => true,
+            Some(s) if s.error.is_some() && s.running_requests.is_none() => true,
+            Some(s) if s.up == Some(true) || s.running_requests.is_some() => false,
+            _ => self.server_log.crashed().is_some(),
+        }
+    }
+
+    /// The server's figures now: none while it is down (its last known ones are
+    /// [`Run::server_last_known`]).
     pub fn server_figures(&self) -> ServerFigures {
+        let known = self.server_last_known();
+        if !known.down {
+            return known;
+        }
+        ServerFigures {
+            last_report_at: known.last_report_at,
+            down: true,
+            ..ServerFigures::default()
+        }
+    }
+
+    /// The server's last known figures: each from its metrics URL where that has it, else
+    /// from its log.
+    pub fn server_last_known(&self) -> ServerFigures {
         let probe = self.server.as_ref();
-        let log = &self.server_log;
+        let log = self.server_log.figures();
         let pick = |from_probe: Option<f64>, from_log: Option<f64>| from_probe.or(from_log);
         let scraped_at = probe
             .filter(|s| s.error.is_none() && s.running_requests.is_some())
@@ -121,7 +346,12 @@ impl Run {
                 log.generation_tokens_per_second,
             ),
             kv_cache_usage: pick(probe.and_then(|s| s.kv_cache_usage), log.kv_cache_usage),
-            last_report_at: log.last_report_at.or(scraped_at),
+            kv_cache_usage_max: pick(
+                probe.and_then(|s| s.kv_cache_usage_max),
+                log.kv_cache_usage_max,
+            ),
+            last_report_at: self.server_log.last_report_at.or(scraped_at),
+            down: self.server_down(),
         }
     }
 

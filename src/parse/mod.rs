@@ -9,13 +9,15 @@ mod detect;
 pub(crate) mod number;
 mod regex_format;
 mod run_inference;
-mod server_log;
+pub mod server;
 mod tqdm;
 
 pub use detect::Detect;
 pub use regex_format::{RegexFormat, RegexFormatError};
 pub use run_inference::RunInference;
-pub use server_log::{ServerEvent, ServerLine, ServerLog, ServerReport};
+pub use server::{
+    Pools, Rank, RequestLine, ServerEvent, ServerLine, ServerLog, ServerRead, ServerReport, Stamp,
+};
 pub use tqdm::Tqdm;
 
 use std::fmt;
@@ -51,7 +53,7 @@ pub enum Event<'a> {
     /// `pulse_log_lines_unparsed_total`: a confident wrong number is worse than none.
     Unparsed,
     /// A line of the inference server's own log.
-    Server(ServerLine),
+    Server(ServerRead),
 }
 
 /// A progress report. `partition` is set only by formats that name it on the line itself
@@ -144,7 +146,10 @@ impl Parser {
             Parser::RunInference(p) => p.parse(line),
             Parser::Tqdm(p) => p.parse(line),
             Parser::Regex(p) => p.parse(line),
-            Parser::Server(p) => p.parse(line).map(Event::Server),
+            Parser::Server(p) => p.parse(line).map(|read| match read.line {
+                ServerLine::Unreadable => Event::Unparsed,
+                _ => Event::Server(read),
+            }),
         }
     }
 

@@ -45,6 +45,13 @@ const GENERATED_TOTAL: [&str; 2] = [
     "vllm:generation_tokens_total",
     "sglang:generation_tokens_total",
 ];
+/// Requests the engine preempted (vLLM; `_total` from prometheus_client's counter naming) or
+/// retracted (SGLang) for lack of KV cache.
+const PREEMPTIONS: [&str; 3] = [
+    "vllm:num_preemptions_total",
+    "vllm:num_preemptions",
+    "sglang:num_retracted_reqs_total",
+];
 
 #[derive(Debug, Clone, Default)]
 pub struct ProbeConfig {
@@ -224,18 +231,25 @@ impl Probes {
         state
     }
 
+    /// The rate comes from the generated-tokens counter where the server exports one: a
+    /// counter cannot claim work it did not do. SGLang's gauge stands in until two scrapes
+    /// give a rate, and where no counter is exported.
     fn read_server_metrics(&mut self, text: &str, state: &mut ServerState) {
-        let first = |names: &[&str]| exposition::first_of(text, names);
-        state.running_requests = first(&RUNNING);
-        state.queued_requests = first(&QUEUED);
-        state.kv_cache_usage = first(&KV_USAGE).filter(|u| (0.0..=1.0).contains(u));
-        state.generation_tokens_per_second = first(&THROUGHPUT).or_else(|| {
-            let total = first(&GENERATED_TOTAL)?;
+        use exposition::Combine;
+        let first = |names: &[&str], how| exposition::first_of(text, names, how);
+        state.running_requests = first(&RUNNING, Combine::Sum);
+        state.queued_requests = first(&QUEUED, Combine::Sum);
+        let ratio = |u: &f64| (0.0..=1.0).contains(u);
+        state.kv_cache_usage = first(&KV_USAGE, Combine::Mean).filter(ratio);
+        state.kv_cache_usage_max = first(&KV_USAGE, Combine::Max).filter(ratio);
+        state.preemptions_total = first(&PREEMPTIONS, Combine::Sum);
+        let counted = first(&GENERATED_TOTAL, Combine::Sum).and_then(|total| {
             let now = clock::now();
             let previous = self.generated.replace((now, total));
             let (then, before) = previous?;
             // A counter that went down means the server restarted: no rate this time.
             (now > then && total >= before).then(|| (total - before) / (now - then))
         });
+        state.generation_tokens_per_second = counted.or_else(|| first(&THROUGHPUT, Combine::Sum));
     }
 }

@@ -501,6 +501,20 @@ pub fn static_http_server(dir: &Path) -> (Killed, u16) {
 
 /// Sets a file's modification time to `seconds_ago`: lines found in a log at start-up are
 /// stamped with it, so a test can show a run that went quiet long ago without waiting.
+/// `YYYY-MM-DD HH:MM:SS` in the local time zone, `seconds_ago`, as an engine's log prints it.
+pub fn local_stamp(seconds_ago: u64) -> String {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - seconds_ago;
+    let out = Command::new("date")
+        .args([&format!("-d@{at}"), "+%Y-%m-%d %H:%M:%S"])
+        .output()
+        .expect("run date");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 pub fn set_mtime(path: &Path, seconds_ago: u64) {
     std::fs::File::options()
         .append(true)
