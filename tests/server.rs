@@ -31,6 +31,28 @@ fn every_server_log_variant_reads_as_its_golden_exposition() {
     assert!(checked >= 5, "only {checked} samples");
 }
 
+/// Each release's own exposition (`tests/testdata/server/*.prom`, rendered by the release's
+/// collector through prometheus_client, as its `/metrics` serves them), beside the figures it
+/// must give (`*.prom.golden`).
+#[test]
+fn every_release_exposition_reads_as_its_golden_figures() {
+    let samples = Path::new(SAMPLES);
+    let dir = temp_dir();
+    let (_server, port) = static_http_server(dir.path());
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let checked = check_goldens_of(samples, "prom", |name| {
+        std::fs::copy(samples.join(name), dir.path().join("metrics")).unwrap();
+        let m = run_once(dir.path(), &["--server-metrics-url", &url]);
+        m.0.lines()
+            .filter(|l| {
+                l.starts_with("pulse_server_") && !l.starts_with("pulse_server_last_report")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
+    assert!(checked >= 6, "only {checked} expositions");
+}
+
 const DECODE: &str = "[2026-08-28 22:30:08 TP0] Decode batch, #running-req: 233, #token: 370959, token usage: 0.82, cuda graph: True, gen throughput (token/s): 4594.01, #queue-req: 317, \n";
 
 /// [`DECODE`] printed `seconds_ago`: the sidecar reads the time from the line.

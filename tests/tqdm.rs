@@ -381,3 +381,71 @@ f.flush()
     );
     assert!(tail.iter().all(|l| !l.contains('\x1b')), "{tail:?}");
 }
+
+/// A byte bar drawn with `unit_divisor=1024` reads 2.4% low per prefix as printed; told the
+/// divisor, as tqdm applies it.
+#[test]
+fn a_log_told_its_unit_divisor_reads_byte_bars_as_tqdm_counted_them() {
+    let samples = Path::new(SAMPLES);
+    let manifest = read_json(&samples.join("manifest.json")).unwrap();
+    let case = &manifest["bytes_1024"];
+    let dir = temp_dir();
+    let config = dir.path().join("pulse.toml");
+    let log = samples.join("bytes_1024.log");
+    for (format, divisor) in [("tqdm", 1024), ("auto", 1024), ("tqdm", 1000)] {
+        std::fs::write(
+            &config,
+            format!(
+                "[[logs]]\npath = {:?}\nformat = \"{format}\"\nunit_divisor = {divisor}\n",
+                path_str(&log)
+            ),
+        )
+        .unwrap();
+        let m = run_once(dir.path(), &["--config", path_str(&config)]);
+        let completed = m.partition("pulse_partition_requests_completed", "shard");
+        let planned = m.partition("pulse_partition_requests_planned", "shard");
+        let want = |key: &str| {
+            let v = case[key].as_f64().unwrap();
+            if divisor == 1024 {
+                v
+            } else {
+                as_printed(v, 1024.0)
+            }
+        };
+        close(
+            completed,
+            want("completed"),
+            0.005,
+            &format!("{format}/{divisor} completed"),
+        );
+        close(
+            planned,
+            want("planned"),
+            0.005,
+            &format!("{format}/{divisor} planned"),
+        );
+        if divisor == 1024 {
+            close(
+                m.partition("pulse_partition_requests_per_second", "shard"),
+                case["rate"].as_f64().unwrap(),
+                0.005,
+                "rate",
+            );
+        }
+    }
+    for (text, key) in [
+        ("unit_divisor = 1023", "logs[0].unit_divisor"),
+        (
+            "format = \"run_inference\"\nunit_divisor = 1024",
+            "logs[0].unit_divisor",
+        ),
+    ] {
+        std::fs::write(&config, format!("[[logs]]\npath = \"x.log\"\n{text}\n")).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline-pulse"))
+            .args(["check-config", path_str(&config)])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(key), "{text}");
+    }
+}

@@ -244,6 +244,9 @@ pub struct RawLog {
     pub format: Format,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
+    /// tqdm's `unit_divisor` for this log's bars: 1000 (its default) or 1024 (byte units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit_divisor: Option<u32>,
 }
 
 /// The validated configuration the sidecar runs with.
@@ -315,6 +318,7 @@ pub struct LogConfig {
     pub server: bool,
     format: Format,
     regex: Option<String>,
+    unit_divisor: Option<u32>,
 }
 
 impl RawConfig {
@@ -393,6 +397,7 @@ impl RawConfig {
                 server: true,
                 format: server_format,
                 regex: None,
+                unit_divisor: None,
             });
         }
         let outputs = self
@@ -591,10 +596,28 @@ impl RawLog {
         if self.path.as_os_str().is_empty() {
             return Err(ConfigError::invalid(key("path"), "must not be empty"));
         }
+        let tqdm = match self.unit_divisor {
+            None => Tqdm::default(),
+            Some(d @ (1000 | 1024)) if matches!(self.format, Format::Auto | Format::Tqdm) => {
+                Tqdm::with_divisor(d)
+            }
+            Some(1000 | 1024) => {
+                return Err(ConfigError::invalid(
+                    key("unit_divisor"),
+                    format!("applies to tqdm bars only, but format is {}", self.format),
+                ))
+            }
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("unit_divisor"),
+                    format!("must be 1000 or 1024 (tqdm's unit_divisor), not {other}"),
+                ))
+            }
+        };
         let parser = match (self.format, &self.regex) {
-            (Format::Auto, None) => Parser::Auto(Detect::default()),
+            (Format::Auto, None) => Parser::Auto(Detect::with_tqdm(tqdm)),
             (Format::RunInference, None) => Parser::RunInference(RunInference),
-            (Format::Tqdm, None) => Parser::Tqdm(Tqdm),
+            (Format::Tqdm, None) => Parser::Tqdm(tqdm),
             (Format::Regex, Some(re)) => Parser::Regex(
                 RegexFormat::new(re)
                     .map_err(|e| ConfigError::invalid(key("regex"), e.to_string()))?,
@@ -627,6 +650,7 @@ impl RawLog {
             server: false,
             format: self.format,
             regex: self.regex.clone(),
+            unit_divisor: self.unit_divisor,
         })
     }
 }
@@ -698,6 +722,7 @@ impl LogConfig {
             parser,
             format,
             regex,
+            unit_divisor: None,
         }
     }
 }
@@ -744,6 +769,7 @@ impl Config {
                 path: l.path.clone(),
                 format: l.format,
                 regex: l.regex.clone(),
+                unit_divisor: l.unit_divisor,
             })
             .collect();
         raw.gpu = Some(self.gpu);

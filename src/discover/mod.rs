@@ -85,6 +85,7 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
                 path: l.path.clone().into(),
                 format: l.format.parse().unwrap_or_default(),
                 regex: None,
+                unit_divisor: None,
             })
             .collect();
     }

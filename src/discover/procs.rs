@@ -147,6 +147,7 @@ pub fn server(procs: &[Proc], run_dir: &Path) -> Option<DiscoveredServer> {
         let metrics = metrics_always || p.args.iter().any(|a| a == "--enable-metrics");
         let log = p.files.as_ref().and_then(|_| stdout_file(p.pid));
         DiscoveredServer {
+            workers: descendants(procs, p.pid),
             pid: p.pid,
             engine: engine.to_owned(),
             command: p.command(),
@@ -155,6 +156,24 @@ pub fn server(procs: &[Proc], run_dir: &Path) -> Option<DiscoveredServer> {
             log: log.map(|l| l.display().to_string()),
         }
     })
+}
+
+/// Every process below `pid`, nearest first.
+fn descendants(procs: &[Proc], pid: u32) -> Vec<DiscoveredProcess> {
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for child in procs.iter().filter(|c| c.ppid == parent && c.pid != pid) {
+            if found.iter().all(|f: &DiscoveredProcess| f.pid != child.pid) {
+                found.push(DiscoveredProcess {
+                    pid: child.pid,
+                    command: child.command(),
+                });
+                parents.push(child.pid);
+            }
+        }
+    }
+    found
 }
 
 /// `sglang` or `vllm` for an inference server's command line: `python -m

@@ -42,4 +42,8 @@ pub struct DiscoveredServer {
     pub metrics_url: Option<String>,
     /// The regular file its stdout or stderr goes to.
     pub log: Option<String>,
+    /// Its descendants: vLLM's `EngineCore` and workers, SGLang's schedulers and detokenizer.
+    /// A front end can answer while one of these is dead or stopped.
+    #[serde(default)]
+    pub workers: Vec<DiscoveredProcess>,
 }

@@ -380,3 +380,143 @@ impl Run {
         figures.generation_tokens_per_second == Some(0.0) || log_silent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::ServerLog;
+
+    /// Reads `lines` as one server log, each at `now` (their own stamps win where they have
+    /// them), into a fresh run.
+    fn run_of(lines: &[&str], now: Seconds) -> Run {
+        let mut run = Run::default();
+        let mut log = ServerLog::default();
+        for line in lines {
+            if let Some(read) = log.parse(line.as_bytes()) {
+                run.server_log.format = log.format();
+                run.server_line(read, line.as_bytes(), now);
+            }
+        }
+        run
+    }
+
+    /// An hour after the lines' 2027-01-15 08:00:00 UTC.
+    const NOW: Seconds = 1_800_003_600.0;
+
+    fn sglang(at: &str, ranks: &str, running: u32, tokens: u32, usage: f64, tps: f64) -> String {
+        format!("[{at} {ranks}] Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2}, gen throughput (token/s): {tps:.2}, #queue-req: 5")
+    }
+
+    #[test]
+    fn data_parallel_ranks_add_up_and_kv_is_weighted_by_pool() {
+        let lines = [
+            sglang(
+                "2027-01-15 08:00:00",
+                "DP0 TP0 EP0",
+                80,
+                50_000,
+                0.50,
+                2000.0,
+            ),
+            sglang(
+                "2027-01-15 08:00:00",
+                "DP1 TP4 EP4",
+                75,
+                20_000,
+                0.25,
+                1000.0,
+            ),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let f = run_of(&lines, NOW).server_log.figures();
+        assert_eq!(f.running, Some(155.0));
+        assert_eq!(f.queued, Some(10.0));
+        assert_eq!(f.generation_tokens_per_second, Some(3000.0));
+        // Pools of 100k and 80k tokens: 70k of 180k in use.
+        assert!((f.kv_cache_usage.unwrap() - 70_000.0 / 180_000.0).abs() < 1e-12);
+        assert_eq!(f.kv_cache_usage_max, Some(0.5));
+    }
+
+    #[test]
+    fn a_rank_that_stops_reporting_is_stale_after_its_engines_interval() {
+        let lines = [
+            sglang("2027-01-15 08:00:00", "DP1 TP4", 75, 1, 0.2, 1.0),
+            sglang("2027-01-15 08:00:59", "DP0 TP0", 80, 1, 0.2, 1.0),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(
+            run_of(&lines, NOW).server_log.figures().running,
+            Some(155.0)
+        );
+        let later = sglang("2027-01-15 08:01:01", "DP0 TP0", 80, 1, 0.2, 1.0);
+        let mut all = lines.clone();
+        all.push(&later);
+        assert_eq!(run_of(&all, NOW).server_log.figures().running, Some(80.0));
+    }
+
+    #[test]
+    fn engines_add_up_and_an_aggregated_line_stands_for_them() {
+        let e = |n: u32, running: u32, kv: f64| {
+            format!("(APIServer pid=1) INFO 01-15 08:00:00 [loggers.py:335] Engine {n:03}: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: {running} reqs, Waiting: 2 reqs, GPU KV cache usage: {kv:.1}%, Prefix cache hit rate: 0.0%")
+        };
+        let lines = [e(0, 80, 57.5), e(1, 75, 63.5)];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let f = run_of(&lines, NOW).server_log.figures();
+        assert_eq!((f.running, f.queued), (Some(155.0), Some(4.0)));
+        assert!(
+            (f.kv_cache_usage.unwrap() - 0.605).abs() < 1e-12,
+            "the mean, not the sum"
+        );
+        assert_eq!(f.kv_cache_usage_max, Some(0.635));
+        let aggregated = "(APIServer pid=1) INFO 01-15 08:00:00 [loggers.py:335] 2 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 200.0 tokens/s, Running: 155 reqs, Waiting: 4 reqs, GPU KV cache usage: 60.5%";
+        let f = run_of(&[aggregated], NOW).server_log.figures();
+        assert_eq!(
+            (f.running, f.generation_tokens_per_second),
+            (Some(155.0), Some(200.0))
+        );
+    }
+
+    #[test]
+    fn the_lines_own_time_is_the_report_time() {
+        let line = sglang("2027-01-15 08:00:00", "TP0", 1, 1, 0.1, 1.0);
+        let run = run_of(&[&line], NOW);
+        assert_eq!(run.server_log.last_report_at, Some(1_800_000_000.0));
+        // A stamp from the future (another time zone) is not believed.
+        let line = sglang("2027-01-15 11:00:00", "TP0", 1, 1, 0.1, 1.0);
+        assert_eq!(run_of(&[&line], NOW).server_log.last_report_at, Some(NOW));
+    }
+
+    #[test]
+    fn a_crash_is_the_logs_last_word_by_order_not_by_clock() {
+        let report = sglang("2027-01-15 08:00:00", "TP0", 4, 1, 0.1, 1.0);
+        let fatal = "[2027-01-15 07:59:00] Received sigquit from a child process. It usually means the child failed.";
+        let crashed = run_of(&[&report, fatal], NOW);
+        let f = crashed.server_log.crashed().expect("crashed");
+        assert_eq!(f.event, "fatal");
+        assert!(f.text.contains("sigquit"));
+        // Down, by its log alone: no figures now, the last known ones kept.
+        assert!(crashed.server_down());
+        assert_eq!(crashed.server_figures().running, None);
+        assert_eq!(crashed.server_last_known().running, Some(4.0));
+        assert!(run_of(&[fatal, &report], NOW)
+            .server_log
+            .crashed()
+            .is_none());
+    }
+
+    #[test]
+    fn preemptions_are_counted_as_the_engine_counts_them() {
+        let stats = |n: u32| {
+            format!("INFO 01-15 08:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 10.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, Preemptions: {n}, CPU KV cache usage: 90.0%")
+        };
+        let (a, b) = (stats(3), stats(2));
+        let run = run_of(&[&a, &b], NOW);
+        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 5);
+        let warn = |n: u32| {
+            format!("WARNING 01-15 08:00:00 scheduler.py:1089] Sequence group {n} is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption={n}")
+        };
+        let (a, b) = (warn(1), warn(51));
+        let run = run_of(&[&a, &b], NOW);
+        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 51);
+    }
+}

@@ -178,7 +178,7 @@ fn progress_before_any_header_goes_to_the_default_partition() {
 #[test]
 fn tqdm_descriptions_name_partitions_per_log() {
     let mut run = Run::new(&["a.log".into(), "b.log".into()]);
-    let mut parser = Parser::Tqdm(Tqdm);
+    let mut parser = Parser::Tqdm(Tqdm::default());
     let lines = [
         (0, "A:  10%|#         | 10/100 [00:10<01:30, 1.00it/s]"),
         (1, "B:  50%|#####     | 50/100 [00:10<00:10, 5.00it/s]"),
@@ -211,7 +211,7 @@ fn window_is_bounded() {
 #[test]
 fn a_count_that_starts_over_after_its_plan_is_a_new_pass_not_a_restart() {
     let mut run = one_log();
-    let mut parser = Parser::Tqdm(Tqdm);
+    let mut parser = Parser::Tqdm(Tqdm::default());
     let lines = [
         (T0, "inner: 100%|##########| 4/4 [00:02<00:00, 2.00it/s]"),
         (
@@ -239,7 +239,7 @@ fn a_count_that_starts_over_after_its_plan_is_a_new_pass_not_a_restart() {
 #[test]
 fn unparsed_lines_are_counted_and_change_nothing() {
     let mut run = one_log();
-    let mut parser = Parser::Tqdm(Tqdm);
+    let mut parser = Parser::Tqdm(Tqdm::default());
     for line in [
         "B3_big:  30%|###       | 3.60k/12.0k [00:01<00:02, 3.60kit/s]",
         "B3_big:  37%|###7      | 4.50x/12.0k [00:02<00:02, 3.60kit/s]",

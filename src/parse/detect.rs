@@ -12,15 +12,25 @@ const REASON_BYTES: usize = 120;
 
 #[derive(Debug, Clone, Default)]
 pub struct Detect {
+    /// How a tqdm frame is read, once the log is found to be tqdm's.
+    tqdm: Tqdm,
     chosen: Option<Format>,
     /// The line that decided, for the log message.
     reason: Option<String>,
 }
 
 impl Detect {
+    /// Detection whose tqdm frames are read with `tqdm`'s divisor.
+    pub fn with_tqdm(tqdm: Tqdm) -> Detect {
+        Detect {
+            tqdm,
+            ..Detect::default()
+        }
+    }
+
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Option<Event<'a>> {
         match self.chosen {
-            Some(Format::Tqdm) => return Tqdm.parse(line),
+            Some(Format::Tqdm) => return self.tqdm.parse(line),
             Some(_) => return RunInference.parse(line),
             None => {}
         }
@@ -31,7 +41,7 @@ impl Detect {
             self.decide(Format::RunInference, line);
             return run_inference;
         }
-        match Tqdm.parse(line) {
+        match self.tqdm.parse(line) {
             Some(frame) => {
                 self.decide(Format::Tqdm, line);
                 Some(frame)
@@ -44,6 +54,11 @@ impl Detect {
         self.chosen = Some(format);
         let shown = &line[..line.len().min(REASON_BYTES)];
         self.reason = Some(String::from_utf8_lossy(shown).trim().to_owned());
+    }
+
+    /// How tqdm frames are read.
+    pub fn tqdm(&self) -> Tqdm {
+        self.tqdm
     }
 
     /// The format found, once one is.

@@ -153,6 +153,15 @@ impl Parser {
         }
     }
 
+    /// How this log's tqdm frames are read (its `unit_divisor`).
+    pub fn tqdm(&self) -> Tqdm {
+        match self {
+            Parser::Tqdm(t) => *t,
+            Parser::Auto(d) => d.tqdm(),
+            _ => Tqdm::default(),
+        }
+    }
+
     /// The format lines are read in: the configured one, or the one `auto` found (`None`
     /// while it has not decided).
     pub fn format(&self) -> Option<Format> {

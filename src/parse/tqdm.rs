@@ -20,8 +20,19 @@
 use super::number::{clock_seconds, leading_decimal, parse_f64, trim};
 use super::{Event, Progress};
 
-#[derive(Debug, Clone, Default)]
-pub struct Tqdm;
+/// tqdm's frames, read with the bar's `unit_divisor`: nothing in a frame tells 1024 from
+/// 1000 (`1.91M` is 2,002,780 bytes with 1024), so a byte-unit bar must be told. tqdm applies
+/// it to the count and the total only; its rate is always printed in powers of 1000.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tqdm {
+    divisor: f64,
+}
+
+impl Default for Tqdm {
+    fn default() -> Tqdm {
+        Tqdm { divisor: 1000.0 }
+    }
+}
 
 /// vLLM's offline `LLM.generate` draws this bar while it queues the prompts, before the
 /// `Processed prompts` bar that tracks the work: it is not a partition.
@@ -31,10 +42,17 @@ const QUEUEING_BARS: [&str; 1] = ["Adding requests"];
 const SI: &[u8] = b"kMGTPEZY";
 
 impl Tqdm {
+    /// A reader for bars drawn with `unit_divisor` (tqdm's default is 1000).
+    pub fn with_divisor(divisor: u32) -> Tqdm {
+        Tqdm {
+            divisor: f64::from(divisor),
+        }
+    }
+
     pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
         let frame = match memchr::memmem::find(line, b"%|") {
-            Some(pct) => with_bar(line, pct)?,
-            None => without_total(line)?,
+            Some(pct) => with_bar(line, pct, self.divisor)?,
+            None => without_total(line, self.divisor)?,
         };
         Some(match frame {
             Some(p) if p.partition.is_some_and(|d| QUEUEING_BARS.contains(&d)) => Event::Queued,
@@ -55,7 +73,7 @@ struct Count {
 }
 
 /// Reads a count; `Err` when it has the shape of one but not a form tqdm prints.
-fn count(s: &[u8]) -> Result<Count, ()> {
+fn count(s: &[u8], divisor: f64) -> Result<Count, ()> {
     let (num, suffix) = leading_decimal(s);
     let v = parse_f64(num).ok_or(())?;
     let power = match suffix {
@@ -63,7 +81,7 @@ fn count(s: &[u8]) -> Result<Count, ()> {
         [c] => SI.iter().position(|b| b == c).ok_or(())? as u32 + 1,
         _ => return Err(()),
     };
-    let value = (v * 1000f64.powi(power as i32)).round();
+    let value = (v * divisor.powi(power as i32)).round();
     if !value.is_finite() || value > u64::MAX as f64 {
         return Err(());
     }
@@ -76,7 +94,7 @@ fn count(s: &[u8]) -> Result<Count, ()> {
 
 /// `desc:  45%|bar| n/total [elapsed<remaining, rate, postfix]`. `None`: not a frame;
 /// `Some(None)`: a frame that cannot be read exactly.
-fn with_bar(line: &[u8], pct: usize) -> Option<Option<Progress<'_>>> {
+fn with_bar(line: &[u8], pct: usize, divisor: f64) -> Option<Option<Progress<'_>>> {
     let head = &line[..pct];
     let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
@@ -92,8 +110,8 @@ fn with_bar(line: &[u8], pct: usize) -> Option<Option<Progress<'_>>> {
     let slash = memchr::memchr(b'/', counts)?;
     let bracket = bracket(&stats[open..])?;
     Some((|| {
-        let completed = count(&counts[..slash]).ok()?;
-        let planned = count(&counts[slash + 1..]).ok()?;
+        let completed = count(&counts[..slash], divisor).ok()?;
+        let planned = count(&counts[slash + 1..], divisor).ok()?;
         // tqdm drops the total once the count passes it, and its percentage is n / total: a
         // frame that says otherwise was not drawn by tqdm as we read it.
         if completed.value > planned.value || !percent_agrees(percent, completed, planned) {
@@ -130,7 +148,7 @@ fn percent_agrees(percent: f64, n: Count, total: Count) -> bool {
 
 /// `desc: 4500it [01:23, 54.20it/s]` or `desc: 3 examples [00:00, ? examples/s]`: tqdm
 /// without a known total (or with a count past its total).
-fn without_total(line: &[u8]) -> Option<Option<Progress<'_>>> {
+fn without_total(line: &[u8], divisor: f64) -> Option<Option<Progress<'_>>> {
     let open = memchr::memmem::find(line, b" [")?;
     let bracket = bracket(&line[open + 1..])?;
     let head = trim(&line[..open]);
@@ -152,7 +170,7 @@ fn without_total(line: &[u8]) -> Option<Option<Progress<'_>>> {
         return None;
     }
     Some((|| {
-        let completed = count(printed).ok()?;
+        let completed = count(printed, divisor).ok()?;
         let mut p = Progress {
             partition: description(&before_unit[..start]),
             completed: Some(completed.value),
@@ -319,7 +337,7 @@ mod tests {
     use super::*;
 
     fn progress(line: &str) -> Progress<'_> {
-        match Tqdm.parse(line.as_bytes()) {
+        match Tqdm::default().parse(line.as_bytes()) {
             Some(Event::Progress(p)) => p,
             other => panic!("{line:?} → {other:?}"),
         }
@@ -428,7 +446,7 @@ mod tests {
         assert_eq!(p.tokens_per_second, Some(11765.43));
         assert_eq!(p.requests_per_second, Some(54.2));
         assert_eq!(
-            Tqdm.parse(
+            Tqdm::default().parse(
                 "Adding requests: 100%|██████████| 10000/10000 [00:01<00:00, 9000.00it/s]"
                     .as_bytes()
             ),
@@ -460,17 +478,21 @@ mod tests {
             "x:   7%|▋         | 900/1000 [00:00<00:00, 83.6it/s]",
             "x:  45%|████▌     | 4500/10000 [01:23<1:xx:02, 54.20it/s]",
         ] {
-            assert_eq!(Tqdm.parse(line.as_bytes()), Some(Event::Unparsed), "{line}");
+            assert_eq!(
+                Tqdm::default().parse(line.as_bytes()),
+                Some(Event::Unparsed),
+                "{line}"
+            );
         }
     }
 
     #[test]
     fn non_bars() {
-        assert_eq!(Tqdm.parse(b"loading 100% done"), None);
-        assert_eq!(Tqdm.parse(b"see [docs] for more"), None);
-        assert_eq!(Tqdm.parse(b"x%|no numbers|"), None);
-        assert_eq!(Tqdm.parse(b"Loaded 5 shards [done, ok]"), None);
-        assert_eq!(Tqdm.parse(b"INFO 2 items [a, b]"), None);
-        assert_eq!(Tqdm.parse(b""), None);
+        assert_eq!(Tqdm::default().parse(b"loading 100% done"), None);
+        assert_eq!(Tqdm::default().parse(b"see [docs] for more"), None);
+        assert_eq!(Tqdm::default().parse(b"x%|no numbers|"), None);
+        assert_eq!(Tqdm::default().parse(b"Loaded 5 shards [done, ok]"), None);
+        assert_eq!(Tqdm::default().parse(b"INFO 2 items [a, b]"), None);
+        assert_eq!(Tqdm::default().parse(b""), None);
     }
 }

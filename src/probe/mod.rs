@@ -46,11 +46,13 @@ const GENERATED_TOTAL: [&str; 2] = [
     "sglang:generation_tokens_total",
 ];
 /// Requests the engine preempted (vLLM; `_total` from prometheus_client's counter naming) or
-/// retracted (SGLang) for lack of KV cache.
-const PREEMPTIONS: [&str; 3] = [
+/// retracted (SGLang ≥ 0.5.10's counter; 0.4.10–0.5.2's cumulative gauge) for lack of KV
+/// cache. SGLang's `num_retracted_reqs` is reset every log interval: not a count.
+const PREEMPTIONS: [&str; 4] = [
     "vllm:num_preemptions_total",
     "vllm:num_preemptions",
-    "sglang:num_retracted_reqs_total",
+    "sglang:num_retracted_requests_total",
+    "sglang:total_retracted_reqs",
 ];
 
 #[derive(Debug, Clone, Default)]

@@ -132,6 +132,12 @@ pub struct ServerStatus {
     #[serde(default)]
     pub last_report: Option<f64>,
     pub error: Option<String>,
+    /// The server is down: the figures above are its last known ones, `last_report` old.
+    #[serde(default)]
+    pub last_known: bool,
+    /// The line its log ends in when that is a crash (`EngineDeadError`, a watchdog, OOM).
+    #[serde(default)]
+    pub crashed: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -247,7 +253,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             pid: p.pid,
         }),
         server: (run.server.is_some() || run.logs.iter().any(|l| l.server)).then(|| {
-            let figures = run.server_figures();
+            let figures = run.server_last_known();
             ServerStatus {
                 up: run.server.as_ref().and_then(|s| s.up),
                 running_requests: figures.running,
@@ -256,6 +262,8 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
                 kv_cache_usage: figures.kv_cache_usage,
                 last_report: figures.last_report_at,
                 error: run.server.as_ref().and_then(|s| s.error.clone()),
+                last_known: figures.down,
+                crashed: run.server_log.crashed().map(|f| f.text.clone()),
             }
         }),
         alerts,

