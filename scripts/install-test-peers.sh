@@ -18,6 +18,9 @@ command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 # Debian's aiosmtpd imports only under /usr/bin/python3.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
+# A FUSE file system whose reads hang, as a hung NFS mount's do (tests/faults.rs).
+command -v fusermount3 >/dev/null || need+=(fuse3)
+{ [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import fusepy' 2>/dev/null; } || need+=(python3-fusepy)
 # The real tqdm library writes the progress logs the tqdm tests parse.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' 2>/dev/null; } || need+=(python3-tqdm)
 install_pip() {

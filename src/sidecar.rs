@@ -18,7 +18,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The model and the sources that feed it. The log source restores the model from its
 /// snapshot first; the output source then adds its own part.
@@ -92,7 +92,7 @@ pub fn once(config: &Config) -> anyhow::Result<String> {
 /// returns the model: `--once` and `status --log` without a sidecar.
 pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     let (run, mut logs, mut outputs, _) = model_and_sources(config)?;
-    logs.poll();
+    logs.poll_to_end();
     outputs.poll();
     logs.save_snapshot();
     outputs.save_snapshot();
@@ -114,6 +114,9 @@ pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     }
     Ok(run)
 }
+
+/// How long a stopping sidecar waits for its sources to save their snapshots and end.
+const SOURCE_STOP_WAIT: Duration = Duration::from_secs(3);
 
 /// A source running on its own thread; dropping `stop` ends it.
 struct Running {
@@ -280,8 +283,21 @@ pub async fn serve(
     }
     recording.abort();
     crate::recorder::save(&run, state_dir.as_ref());
+    // A source stuck in a file-system call that does not return (a hung mount) must not keep
+    // the sidecar from stopping: it is waited for a few seconds, then left to the exit.
+    let deadline = Instant::now() + SOURCE_STOP_WAIT;
     for source in running {
         drop(source.stop);
+        while !source.thread.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !source.thread.is_finished() {
+            tracing::warn!(
+                "the {} source is stuck in a file-system call; stopping without it (its last snapshot stands)",
+                source.thread.thread().name().unwrap_or("a")
+            );
+            continue;
+        }
         if source.thread.join().is_err() {
             anyhow::bail!("a source thread panicked");
         }

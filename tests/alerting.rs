@@ -512,6 +512,66 @@ fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
     assert_eq!(smtp::messages(&server.maildir).len(), 1);
 }
 
+#[test]
+fn a_finished_run_whose_driver_lingers_is_finished_not_stalled() {
+    let dir = temp_dir();
+    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\nDone: B1 (100 responses)\nAll partitions complete.\n",
+    )
+    .unwrap();
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "[rules.ProcessExited]\nfor = \"0s\"\n[rules.RunFinished]\nfor = \"0s\"\n[rules.PartitionFinished]\nenabled = false\n",
+    )
+    .unwrap();
+    let marker = format!("lingering-{}", std::process::id());
+    // The driver writes its summary, uploads, or idles in a notebook: it stays.
+    let _driver = Killed(python("import time\ntime.sleep(600)", &[&marker]));
+    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
+    let sidecar = Sidecar::run(&alert_args(
+        &url,
+        &[
+            "--config",
+            path_str(&config),
+            "--log",
+            path_str(&log),
+            "--process-match",
+            &marker,
+            "--probe-interval",
+            "100ms",
+        ],
+    ));
+    let m = sidecar.wait_metrics("the driver seen running, the run finished", |m| {
+        m.get("pulse_pipeline_process_up", "") == Some(1.0)
+            && m.get("pulse_run_finished", "") == Some(1.0)
+    });
+    assert_eq!(
+        m.get("pulse_run_stall_seconds", ""),
+        None,
+        "no stall to judge"
+    );
+    let first = smtp::wait_messages(&server.maildir, 1);
+    let subject = smtp::subject(&first[0]);
+    assert!(subject.contains("RunFinished"), "{subject}");
+    assert!(!first[0].contains("Stalled"), "{subject}");
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    let alerts: Vec<&str> = status["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["alert"].as_str().unwrap())
+        .collect();
+    assert!(
+        alerts.iter().all(|a| *a == "RunFinished"),
+        "only the notice: {status}"
+    );
+    assert_eq!(smtp::messages(&server.maildir).len(), 1);
+}
+
 /// The body of the MIME part whose headers contain `header`, decoded (base64 or
 /// quoted-printable, as lettre chose).
 fn part(raw: &str, header: &str) -> Vec<u8> {

@@ -237,10 +237,11 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
             );
         }
     }
-    // A driver that exits once every partition reached its plan has finished, not crashed.
-    let complete = Run::complete(&views);
+    // A finished run's driver that exits, or a server stopped or GPUs idle after it, are the
+    // run's end, not incidents.
+    let finished = run.finished(&views);
     if let (true, Some(process)) = (on(AlertName::ProcessExited), &run.process) {
-        if !process.up && !complete {
+        if !process.up && !finished {
             push(
                 AlertName::ProcessExited,
                 None,
@@ -253,7 +254,7 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
         }
     }
     if let (true, Some(server)) = (on(AlertName::ServerDown), &run.server) {
-        if server.up == Some(false) {
+        if server.up == Some(false) && !finished {
             let probe = server
                 .error
                 .clone()
@@ -477,6 +478,15 @@ fn judge_stall(run: &Run, v: &PartitionView<'_>, stall_after: f64, now: Seconds)
 
 /// The likely cause of a stall, from what the probes and the server's log say.
 fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
+    if let Some((path, since)) = run.hung_files.iter().next() {
+        return (
+            "file system hung",
+            format!(
+                "The file system under {path} does not answer: a read of it has not returned for {} (a hung NFS, Lustre or FUSE mount). The other files are still read.",
+                human(now - since)
+            ),
+        );
+    }
     if run.process.as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
     }
@@ -537,7 +547,7 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
 }
 
 fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
-    Run::complete(views) && !run.any_active() && !run.process.as_ref().is_some_and(|p| p.up)
+    run.finished(views) && !run.any_active()
 }
 
 fn run_wall_time(run: &Run) -> Option<f64> {

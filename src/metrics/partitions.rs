@@ -140,6 +140,12 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
             stall,
         )?;
     }
+    super::gauge(
+        enc,
+        "pulse_run_finished",
+        "1 once the run is finished (every partition reached its plan, or the driver's log said the run is complete), whether or not its driver still runs.",
+        if run.finished(&views) { 1.0 } else { 0.0 },
+    )?;
     let totals = RunTotals::of(&views, now);
     super::gauge(
         enc,

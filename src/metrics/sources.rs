@@ -38,6 +38,11 @@ const LOG_COUNTERS: &[(&str, &str, LogCounter)] = &[
         "Lines dropped for exceeding max_line_bytes.",
         |l| l.oversized,
     ),
+    (
+        "pulse_tail_refused",
+        "Times the log's path was found to be no regular file (a FIFO, a socket, a device): it is never opened.",
+        |l| l.refused,
+    ),
 ];
 
 pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
@@ -64,6 +69,12 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
                 ConstGauge::new(1i64),
             )
         }),
+    )?;
+    super::gauge(
+        enc,
+        "pulse_output_files_refused",
+        "Output and input paths refused now for being no regular file (a FIFO, a socket, a device): never opened.",
+        run.refused_files.len() as f64,
     )?;
     family(
         enc,

@@ -109,14 +109,22 @@ impl Run {
         }
     }
 
-    /// Whether the run still has work to do: its driver runs, or a partition (announced, or
-    /// planned by its input files) has not reached its plan.
+    /// Whether the run still has work to do: it is not finished, and its driver runs or a
+    /// partition (announced, or planned by its input files) has not reached its plan.
     pub fn unfinished(&self, views: &[PartitionView<'_>]) -> bool {
-        self.process.as_ref().is_some_and(|p| p.up)
-            || views.iter().any(|v| {
-                v.planned()
-                    .is_some_and(|planned| v.completed().unwrap_or(0) < planned)
-            })
+        !self.finished(views)
+            && (self.process.as_ref().is_some_and(|p| p.up)
+                || views.iter().any(|v| {
+                    v.planned()
+                        .is_some_and(|planned| v.completed().unwrap_or(0) < planned)
+                }))
+    }
+
+    /// Whether the run is finished, whether or not its driver still runs (writing a summary,
+    /// uploading, a notebook kernel): every partition it knows reached its plan, or its log
+    /// says the run is complete. A partition that begins after makes it unfinished again.
+    pub fn finished(&self, views: &[PartitionView<'_>]) -> bool {
+        Run::complete(views) || (self.complete_said && !self.any_active())
     }
 
     /// Whether every partition reached its plan (or the log says it did).

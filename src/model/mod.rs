@@ -44,6 +44,9 @@ pub const DEFAULT_PARTITION: &str = "default";
 pub struct Run {
     /// `Model:` from the log, for `pulse_pipeline_info`.
     pub model_name: Option<String>,
+    /// The driver's log said the whole run is done, and no partition began after.
+    #[serde(default)]
+    pub complete_said: bool,
     pub partitions: BTreeMap<String, Partition>,
     pub logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
@@ -97,6 +100,12 @@ pub struct Run {
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     pub utc_offset: i64,
+    /// Files whose reads do not return (a hung mount), and since when: a cause of its own.
+    #[serde(skip)]
+    pub hung_files: BTreeMap<String, Seconds>,
+    /// Output and input paths refused now for being no regular file (a FIFO, a socket).
+    #[serde(skip)]
+    pub refused_files: std::collections::BTreeSet<String>,
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,
@@ -154,6 +163,9 @@ pub struct LogStats {
     pub rotations: u64,
     pub truncations: u64,
     pub oversized: u64,
+    /// Times its path was found to be no regular file (a FIFO, a socket): never opened.
+    #[serde(default)]
+    pub refused: u64,
     /// The partition that progress lines without a name belong to: the latest header.
     current: Option<String>,
 }
@@ -250,6 +262,7 @@ impl Run {
         match event {
             Event::Model(name) => self.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
+            Event::RunComplete => self.complete_said = true,
             Event::Server(read) => {
                 if let Some(format) = self.logs[log].format {
                     self.server_log.format = Some(format);
@@ -257,6 +270,8 @@ impl Run {
                 self.server_line(read, text, now)
             }
             Event::Partition { name, mode } => {
+                // A driver that starts another partition has more to do.
+                self.complete_said = false;
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);
                 p.announce(now);

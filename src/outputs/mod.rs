@@ -373,6 +373,13 @@ impl Followed {
                 Ok(polled) => polled,
                 Err(e) => {
                     self.report(e.to_string());
+                    if self.follower.refusing() {
+                        let key = path.display().to_string();
+                        run.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .refused_files
+                            .insert(key);
+                    }
                     return (false, touched);
                 }
             };
@@ -384,6 +391,11 @@ impl Followed {
             if !polled.more {
                 if self.problem.take().is_some() {
                     tracing::info!("reading {} again", path.display());
+                    let key = path.display().to_string();
+                    run.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refused_files
+                        .remove(&key);
                 }
                 self.unchanged = if touched {
                     0
@@ -431,12 +443,13 @@ impl Followed {
     }
 }
 
-/// The files a glob matches now; unreadable directories are skipped.
+/// What a glob matches now but folders; unreadable directories are skipped. A FIFO or socket
+/// is matched too, to be refused by its follower with a message (never opened).
 fn expand(glob: &str) -> Vec<PathBuf> {
     match glob::glob(glob) {
         Ok(paths) => paths
             .filter_map(Result::ok)
-            .filter(|p| p.is_file())
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
             .collect(),
         Err(_) => Vec::new(), // validated in config; unreachable in practice
     }

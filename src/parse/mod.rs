@@ -48,6 +48,8 @@ pub enum Event<'a> {
     /// A progress bar that tracks queueing, not work (vLLM's `Adding requests`): recognised,
     /// and changes nothing.
     Queued,
+    /// The driver says the whole run is done (`All partitions complete.`).
+    RunComplete,
     /// A line that looks like progress but cannot be read exactly (a count with a suffix we do
     /// not know, numbers that contradict each other). It changes no figure and is counted in
     /// `pulse_log_lines_unparsed_total`: a confident wrong number is worse than none.

@@ -32,6 +32,9 @@ impl RunInference {
                 .map(Event::Model),
             b'P' => body.strip_prefix(b"Processing:").and_then(processing),
             b'R' => body.strip_prefix(b"Running ").and_then(running),
+            b'A' => {
+                (body.trim_ascii_end() == b"All partitions complete.").then_some(Event::RunComplete)
+            }
             _ => None,
         };
         // A partition may be named anything, `M1_metamath` or `7B_eval` too: the first byte

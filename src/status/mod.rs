@@ -33,6 +33,10 @@ pub struct Status {
     pub alerts: Vec<AlertStatus>,
     /// Collector name → working.
     pub collectors: BTreeMap<String, bool>,
+    /// Files whose reads do not return (the file system under them does not answer), and
+    /// since when.
+    #[serde(default)]
+    pub hung_files: BTreeMap<String, f64>,
     /// The last lines of the logs.
     pub log_tail: Vec<String>,
     /// The last lines of the inference server's log, when one is followed.
@@ -272,6 +276,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.up))
             .collect(),
+        hung_files: run.hung_files.clone(),
         log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
         server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
         previous,

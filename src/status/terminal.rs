@@ -195,6 +195,14 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
         }
     }
+    for (path, since) in &status.hung_files {
+        let _ = writeln!(
+            s,
+            "  {} the file system under {path} does not answer (for {})",
+            p.red("HUNG"),
+            human(status.generated_at - since)
+        );
+    }
     if !status.alerts.is_empty() {
         let _ = writeln!(s, "\n  {}", p.bold("ALERTS"));
         for a in &status.alerts {
@@ -348,6 +356,7 @@ mod tests {
                 silenced: false,
             }],
             collectors: Default::default(),
+            hung_files: Default::default(),
             log_tail: vec![],
             server_log_tail: Vec::new(),
             previous: vec![PreviousStatus {

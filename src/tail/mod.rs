@@ -56,6 +56,10 @@ pub struct TailStats {
     pub truncations: u64,
     pub oversized_lines: u64,
     pub bytes: u64,
+    /// Times the path was found to be no regular file (a FIFO, a socket, a device): refused,
+    /// never opened, counted once each time it becomes one.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 /// What a poll finds, in file order.
@@ -136,6 +140,8 @@ pub struct Follower {
     seen: Option<(FileId, u64, Option<std::time::SystemTime>)>,
     /// The last poll stopped at its byte budget.
     behind: bool,
+    /// The path is no regular file now.
+    refusing: bool,
 }
 
 impl Open {
@@ -176,6 +182,7 @@ impl Follower {
             buf: Vec::new(),
             seen: None,
             behind: false,
+            refusing: false,
         }
     }
 
@@ -244,6 +251,22 @@ impl Follower {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(self.error(e)),
         };
+        // Opening a FIFO blocks until a writer comes, and reading one, a socket or a device
+        // never ends: only regular files are read.
+        match meta.as_ref().map(|m| m.file_type()) {
+            Some(kind) if !kind.is_file() => {
+                if !self.refusing {
+                    self.refusing = true;
+                    self.stats.refused += 1;
+                }
+                let what = kind_of(kind);
+                return Err(self.error(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("it is {what}, not a regular file; only regular files are read"),
+                )));
+            }
+            _ => self.refusing = false,
+        }
         let seen = meta
             .as_ref()
             .map(|m| (FileId::of(m), m.len(), m.modified().ok()));
@@ -296,8 +319,13 @@ impl Follower {
         let mut more = false;
         if let Some(mut open) = self.current.take() {
             let read = self.read_to_end(&mut open, budget, &mut on_line);
+            // Short of the size the `stat` gave after reading something: the rest is read by
+            // the next poll (one that read nothing is not asked again at once: a size a file
+            // system reports but cannot serve must not spin).
+            let short = meta.as_ref().is_some_and(|m| open.offset < m.len());
             self.current = Some(open);
-            more = read? >= budget;
+            let read = read?;
+            more = read >= budget || (short && read > 0);
         }
         self.behind = more;
         self.seen = seen.filter(|s| self.current.as_ref().is_some_and(|o| o.id == s.0));
@@ -322,7 +350,7 @@ impl Follower {
     /// Opens the path, unless it was replaced again between `stat` and `open` (then the next
     /// poll sees the newer file).
     fn open(&self, expected: FileId) -> Result<Option<Open>, TailError> {
-        let file = match File::open(&self.path) {
+        let file = match open_nonblocking(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.error(e)),
@@ -378,7 +406,8 @@ impl Follower {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.error(e)),
             };
-            if n == self.buf.len() {
+            let short = n < self.buf.len();
+            if !short {
                 want = CHUNK;
             }
             open.offset += n as u64;
@@ -393,8 +422,19 @@ impl Follower {
                 &mut self.stats,
                 on_line,
             );
+            // A short read is the end of what the file held when it was read: the lines so far
+            // are handed back before another read, which could be one that hangs (a mount
+            // that stops answering mid-file).
+            if short {
+                return Ok(total);
+            }
         }
         Ok(total)
+    }
+
+    /// Whether the path is refused now for not being a regular file.
+    pub fn refusing(&self) -> bool {
+        self.refusing
     }
 
     fn error(&self, source: io::Error) -> TailError {
@@ -402,6 +442,33 @@ impl Follower {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// Opens `path` for reading without waiting for a writer: a FIFO put at the path between our
+/// `stat` and this `open` must not block (it then fails the identity check, being another
+/// file). On a regular file `O_NONBLOCK` changes nothing.
+pub fn open_nonblocking(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// What a file that is not regular is, for the message.
+fn kind_of(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
     }
 }
 
@@ -581,5 +648,27 @@ mod tests {
         append(&path, b"abcdef\nfine\n0123456789\nend\n");
         assert_eq!(lines(&mut f), ["fine", "end"]);
         assert_eq!(f.stats().oversized_lines, 2);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_being_opened_and_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a plain syscall with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let mut f = Follower::new(&path, 1024);
+        for _ in 0..3 {
+            let e = f.poll(u64::MAX, |_| {}).unwrap_err();
+            assert!(
+                e.to_string().contains("it is a FIFO, not a regular file"),
+                "{e}"
+            );
+        }
+        assert_eq!(f.stats().refused, 1);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "a line\n").unwrap();
+        assert_eq!(lines(&mut f), ["a line"]);
+        assert!(!f.refusing());
     }
 }

@@ -136,7 +136,7 @@ impl Follower {
         let Some(position) = current else {
             return resumed;
         };
-        if let Ok(file) = File::open(&self.path) {
+        if let Ok(file) = super::open_nonblocking(&self.path) {
             if position.matches(&file) {
                 self.current = Some(position.reopen(file));
                 resumed.in_place = true;
@@ -181,7 +181,7 @@ impl Follower {
             if meta.ino() != position.ino || meta.dev() != position.dev {
                 return None;
             }
-            let file = File::open(entry.path()).ok()?;
+            let file = super::open_nonblocking(&entry.path()).ok()?;
             position
                 .matches(&file)
                 .then(|| (entry.path(), position.reopen(file)))

@@ -17,7 +17,9 @@ prompts, concurrency, max_tokens = (int(a) for a in sys.argv[4:7])
 log = open(run_dir / "run.log", "a", buffering=1)
 out = open(run_dir / "outputs" / "B1.jsonl", "a", buffering=1)
 lock = threading.Lock()
-state = {"next": 0, "done": 0, "errors": 0, "tokens": 0}
+state = {"next": 0, "done": 0, "errors": 0, "tokens": 0, "failing": 0}
+# As drivers do, it gives up once the server keeps failing: the run is then unfinished.
+GIVE_UP_AFTER = 20
 started = time.time()
 
 log.write(f"Model: {model}\nProcessing: B1 (CODE)\nB1: {prompts} prompts\n")
@@ -55,11 +57,15 @@ def worker():
             i = state["next"]
         tokens, record = one(i)
         with lock:
+            if state["failing"] >= GIVE_UP_AFTER:
+                return
             state["done"] += 1
             if tokens is None:
                 state["errors"] += 1
+                state["failing"] += 1
             else:
                 state["tokens"] += tokens
+                state["failing"] = 0
             out.write(json.dumps(record) + "\n")
             d = state["done"]
             if d % 4 == 0 or d == prompts:
@@ -74,4 +80,7 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
+if state["failing"] >= GIVE_UP_AFTER:
+    log.write(f"Traceback (most recent call last):\nConnectionError: the server failed {GIVE_UP_AFTER} requests in a row\n")
+    sys.exit(1)
 log.write(f"Done: B1 ({state['done']} responses)\nAll partitions complete.\n")

@@ -347,14 +347,17 @@ fn finished_partitions_and_run() {
         "{}",
         c[1].details
     );
-    // A driver still running means more may come.
+    // Every partition it knows reached its plan: finished, though its driver lingers.
     run.process = Some(ProcessState {
         up: true,
         ..ProcessState::default()
     });
     assert_eq!(
         alerts(&eval(&run, T0 + 101.0)),
-        [(AlertName::PartitionFinished, Some("B1"))]
+        [
+            (AlertName::PartitionFinished, Some("B1")),
+            (AlertName::RunFinished, None)
+        ]
     );
 }
 
@@ -455,6 +458,50 @@ fn a_server_down_after_its_log_says_it_died_is_crashed_and_shows_no_figures() {
     assert!(stalled.summary.contains("server crashed"), "{stalled:?}");
     assert_eq!(run.server_figures().running, None);
     assert_eq!(run.server_last_known().running, Some(4.0));
+}
+
+#[test]
+fn a_finished_run_whose_driver_lingers_never_pages() {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0, "B1: 100 prompts"),
+            (
+                T0 + 60.0,
+                "  100/100 (0 err) 2.0 req/s avg_comp=300tok ETA=0s",
+            ),
+            (T0 + 61.0, "Done: B1 (100 responses)"),
+            (T0 + 61.0, "All partitions complete."),
+        ],
+    );
+    run.process = Some(ProcessState {
+        up: true,
+        ..ProcessState::default()
+    });
+    run.server = Some(ServerState {
+        up: Some(false),
+        ..ServerState::default()
+    });
+    let later = T0 + 61.0 + 3600.0;
+    let finished = [
+        (AlertName::PartitionFinished, Some("B1")),
+        (AlertName::RunFinished, None),
+    ];
+    assert_eq!(alerts(&eval(&run, later)), finished);
+    run.process.as_mut().unwrap().up = false;
+    assert_eq!(alerts(&eval(&run, later)), finished);
+    // A new partition makes the run unfinished again.
+    run.process.as_mut().unwrap().up = true;
+    feed(
+        &mut run,
+        &[(later, "Processing: B2 (SHORT)"), (later, "B2: 50 prompts")],
+    );
+    let conditions = eval(&run, later + 60.0);
+    let c = alerts(&conditions);
+    assert!(!c.contains(&(AlertName::RunFinished, None)), "{c:?}");
+    assert!(c.contains(&(AlertName::ServerDown, None)), "{c:?}");
 }
 
 #[test]

@@ -1,0 +1,293 @@
+//! One followed log: its follower and parser. A poll reads a batch of lines with no lock held,
+//! then applies them to the model under its lock: a read that hangs (a hung NFS mount, a file
+//! system that stops answering) can hold back this log alone, never a scrape, the alert engine
+//! or another log.
+
+use crate::clock;
+use crate::config::LogConfig;
+use crate::model::Run;
+use crate::parse::{ansi, Event, Format, Parser};
+use crate::state::LogPosition;
+use crate::tail::{Follower, Tailed};
+use std::sync::Mutex;
+
+/// Bytes read from one log per model lock.
+const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+
+pub(super) struct FollowedLog {
+    pub(super) follower: Follower,
+    pub(super) parser: Parser,
+    /// What we last said about this log's health, so a lasting problem is logged once.
+    last_problem: Option<String>,
+    /// Whether lines were read before (at start-up they are a backlog, stamped with the mtime).
+    pub(super) has_read: bool,
+    /// Holds a line while its ANSI escapes are removed.
+    stripped: Vec<u8>,
+    /// The follower's byte count when the pending frame was last applied: a frame is applied
+    /// once, not at every poll (its logged ETA would be stamped afresh each time and never
+    /// count down).
+    peeked_at: Option<u64>,
+    /// Whether the log file's birth time was asked for (`LogStats::began_at`).
+    birth_asked: bool,
+    /// The lines of the batch read last, back to back, and where each ends.
+    batch: Vec<u8>,
+    ends: Vec<usize>,
+    /// A snapshot's position to continue from, taken up at the first poll.
+    resume: Option<LogPosition>,
+}
+
+/// What one poll of a log did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Polled {
+    /// The log is present and readable.
+    pub ok: bool,
+    /// The follower's switch count: a change asks for a snapshot at once.
+    pub switches: u64,
+}
+
+impl FollowedLog {
+    pub(super) fn new(log: &LogConfig, max_line_bytes: usize) -> FollowedLog {
+        FollowedLog {
+            follower: Follower::new(&log.path, max_line_bytes),
+            parser: log.parser.clone(),
+            last_problem: None,
+            has_read: false,
+            stripped: Vec::new(),
+            peeked_at: None,
+            birth_asked: false,
+            batch: Vec::new(),
+            ends: Vec::new(),
+            resume: None,
+        }
+    }
+
+    /// Continues from `saved` at the first poll.
+    pub(super) fn resume_from(&mut self, saved: LogPosition) {
+        self.resume = Some(saved);
+    }
+
+    /// Finds the files a snapshot was reading again and continues where it stopped.
+    fn resume(&mut self, saved: LogPosition) {
+        let path = &saved.path;
+        let resumed = self
+            .follower
+            .resume(saved.position.as_ref(), &saved.draining);
+        for (found, offset) in &resumed.draining {
+            tracing::info!(
+                "{path}: draining the rotated file {} from byte {offset}",
+                found.display()
+            );
+        }
+        for lost in &resumed.lost {
+            tracing::warn!(
+                "{path}: the file it was reading (inode {}) is gone from its folder; \
+                 what was written to it after byte {} cannot be read",
+                lost.ino,
+                lost.offset
+            );
+        }
+        match &saved.position {
+            Some(position) if resumed.in_place => {
+                tracing::info!("resuming {path} at byte {}", position.offset)
+            }
+            Some(_) => tracing::info!(
+                "{path} was replaced while the sidecar was down; reading it from the start"
+            ),
+            None => {}
+        }
+    }
+
+    /// Where a restart resumes this log: taken with the lines it covers applied.
+    pub(super) fn position(&self) -> LogPosition {
+        LogPosition {
+            path: self.follower.path().display().to_string(),
+            position: self.follower.position(),
+            draining: self.follower.draining_positions(),
+            stats: self.follower.stats(),
+        }
+    }
+
+    /// Reads this log to its end in batches, applying each to the model as it is read, and
+    /// records its position in `positions[index]` under the same lock, so a snapshot never
+    /// pairs a position with lines it does not cover. `progress` is called after every batch.
+    pub(super) fn poll(
+        &mut self,
+        index: usize,
+        run: &Mutex<Run>,
+        positions: &Mutex<Vec<LogPosition>>,
+        mut progress: impl FnMut(),
+    ) -> Polled {
+        if let Some(saved) = self.resume.take() {
+            self.resume(saved);
+            progress();
+        }
+        let mut now = clock::now();
+        if !self.has_read {
+            // Lines found at start were written no later than the file's mtime: stamping them
+            // so keeps a sidecar started on a stalled run honest about how long it has stalled.
+            if let Ok(modified) = std::fs::metadata(self.follower.path()).and_then(|m| m.modified())
+            {
+                now = now.min(clock::unix_seconds(modified));
+            }
+        }
+        loop {
+            self.batch.clear();
+            self.ends.clear();
+            let (batch, ends) = (&mut self.batch, &mut self.ends);
+            let result = self.follower.poll(BATCH_BYTES, |tailed| {
+                if let Tailed::Line(line) = tailed {
+                    batch.extend_from_slice(line);
+                    ends.push(batch.len());
+                }
+            });
+            progress();
+            let birth = self.birth_wanted(run, index);
+            let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
+            let model = &mut *guard;
+            let mut start = 0;
+            for &end in &self.ends {
+                let line = ansi::strip(&self.batch[start..end], &mut self.stripped);
+                model.ingest(index, line, self.parser.parse(line), now);
+                start = end;
+            }
+            if result.as_ref().is_ok_and(|p| !p.more) {
+                self.peek_pending_frame(index, model, now);
+            }
+            let format = self.parser.format();
+            if model.logs[index].format != format {
+                model.logs[index].format = format;
+                self.announce_format();
+            }
+            let stats = self.follower.stats();
+            let log = &mut model.logs[index];
+            if let Some(began) = birth {
+                log.began_at = began;
+            }
+            log.rotations = stats.rotations;
+            log.truncations = stats.truncations;
+            log.oversized = stats.oversized_lines;
+            log.refused = stats.refused;
+            if let Some(p) = positions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(index)
+            {
+                *p = self.position();
+            }
+            drop(guard);
+            let switches = self.follower.switches();
+            match result {
+                Ok(polled) if !polled.present => {
+                    let message = format!(
+                        "log {} does not exist (yet); watching for it",
+                        self.follower.path().display()
+                    );
+                    self.problem(tracing::Level::INFO, message);
+                    return Polled {
+                        ok: false,
+                        switches,
+                    };
+                }
+                Ok(polled) => {
+                    self.has_read = true;
+                    if !polled.more {
+                        self.recovered();
+                        return Polled { ok: true, switches };
+                    }
+                }
+                Err(e) => {
+                    self.problem(tracing::Level::WARN, e.to_string());
+                    return Polled {
+                        ok: false,
+                        switches,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The log file's birth time, asked once the log has lines (a file system that keeps
+    /// none will not start to), outside the model lock: `Some(None)` when it has none.
+    fn birth_wanted(&mut self, run: &Mutex<Run>, index: usize) -> Option<Option<f64>> {
+        if self.birth_asked || self.ends.is_empty() {
+            return None;
+        }
+        {
+            let run = run.lock().unwrap_or_else(|e| e.into_inner());
+            let log = &run.logs[index];
+            if log.began_at.is_some() || log.server {
+                return None;
+            }
+        }
+        self.birth_asked = true;
+        // The birth time, not a line's stamp: a backlog's lines all carry the mtime, which
+        // would make every output file look older than the run.
+        Some(
+            std::fs::metadata(self.follower.path())
+                .and_then(|m| m.created())
+                .ok()
+                .map(clock::unix_seconds),
+        )
+    }
+
+    /// tqdm ends a frame only when it draws the next one (each frame begins with `\r`), so the
+    /// latest frame of a bar is always the file's unfinished last line, and a bar that stops
+    /// would be shown one frame short forever. A pending tqdm frame that is whole (it ends with
+    /// its bracket) is applied to the figures without being counted as a line; when its
+    /// terminator arrives it is counted, and applying it again changes nothing.
+    fn peek_pending_frame(&mut self, index: usize, run: &mut Run, now: f64) {
+        let read = self.follower.stats().bytes;
+        if self.parser.format() != Some(Format::Tqdm) || self.peeked_at == Some(read) {
+            return;
+        }
+        self.peeked_at = Some(read);
+        let Some(pending) = self.follower.pending() else {
+            return;
+        };
+        let line = ansi::strip(pending, &mut self.stripped);
+        if !line.trim_ascii_end().ends_with(b"]") {
+            return;
+        }
+        if let Some(event @ Event::Progress(_)) = self.parser.tqdm().parse(line) {
+            run.peek(index, event, now);
+        }
+    }
+
+    fn announce_format(&self) {
+        let path = self.follower.path().display();
+        match &self.parser {
+            Parser::Auto(detect) => {
+                if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
+                    tracing::info!("log {path}: format {format}, detected from the line {reason:?}")
+                }
+            }
+            Parser::Server(server) => {
+                if let Some(format) = server.format() {
+                    tracing::info!("server log {path}: format {format}");
+                }
+            }
+            parser => {
+                if let Some(format) = parser.format() {
+                    tracing::info!("log {path}: format {format}, as configured");
+                }
+            }
+        }
+    }
+
+    fn problem(&mut self, level: tracing::Level, message: String) {
+        if self.last_problem.as_deref() != Some(message.as_str()) {
+            if level == tracing::Level::WARN {
+                tracing::warn!("{message}");
+            } else {
+                tracing::info!("{message}");
+            }
+            self.last_problem = Some(message);
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.last_problem.take().is_some() {
+            tracing::info!("reading log {}", self.follower.path().display());
+        }
+    }
+}
