@@ -57,8 +57,22 @@ pub fn save(run: &Mutex<Run>, state: Option<&StateDir>) {
     }
 }
 
-/// Samples forever; abort the task to stop it (then call [`save`]).
-pub async fn run_every(run: Arc<Mutex<Run>>, state: Option<StateDir>) {
+/// Samples forever; abort the task to stop it (then call [`save`]). The first sample waits
+/// until the backlog is read (`unread` at 0): it places the backlog's points at the times
+/// their figures held, which only a model holding the backlog knows.
+pub async fn run_every(
+    run: Arc<Mutex<Run>>,
+    state: Option<StateDir>,
+    unread: Arc<std::sync::atomic::AtomicUsize>,
+) {
+    // A source stuck in its first read (a hung mount) delays the history a while, not for
+    // ever.
+    let waiting = tokio::time::Instant::now();
+    while unread.load(std::sync::atomic::Ordering::Acquire) > 0
+        && waiting.elapsed() < Duration::from_secs(120)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let resolution = run
         .lock()
         .unwrap_or_else(|e| e.into_inner())

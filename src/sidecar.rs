@@ -196,7 +196,11 @@ pub async fn serve(
     let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
     run.lock().unwrap_or_else(|e| e.into_inner()).history =
         crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
-    let recording = tokio::spawn(crate::recorder::run_every(run.clone(), state_dir.clone()));
+    let recording = tokio::spawn(crate::recorder::run_every(
+        run.clone(),
+        state_dir.clone(),
+        judging.clone(),
+    ));
     let state = Arc::new(HttpState {
         silences: silences.clone(),
         registry: metrics::registry_with_web(

@@ -27,6 +27,62 @@ fn sidecar_with_history(dir: &std::path::Path) -> (Sidecar, u32) {
     (sidecar, start)
 }
 
+/// Two busy loops, one per core of these machines: the sidecar's threads then start in any
+/// order, which is what put a backlog's point at the start time once.
+struct CpuHog {
+    _loops: Vec<Killed>,
+}
+
+impl CpuHog {
+    fn start() -> CpuHog {
+        CpuHog {
+            _loops: (0..2)
+                .map(|_| {
+                    Killed(
+                        std::process::Command::new("sh")
+                            .args(["-c", "while :; do :; done"])
+                            .spawn()
+                            .unwrap(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+#[test]
+fn a_backlog_lands_at_its_logs_mtime_on_a_busy_machine() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: A\nA: 1000 prompts\n  400/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=10m\n",
+    )
+    .unwrap();
+    set_mtime(&log, 3600);
+    let written = unix_now() - 3600;
+    let _hog = CpuHog::start();
+    for _ in 0..3 {
+        let sidecar = Sidecar::run(&["--log", path_str(&log), "--gpu", "off"]);
+        wait_for("readiness", || sidecar.get("/-/ready").status == 200);
+        let mut first = None;
+        wait_for("the first history point", || {
+            first = history(sidecar.addr, "")["partitions"]["A"]["completed"]
+                .as_array()
+                .and_then(|points| points.first().cloned());
+            first.is_some()
+        });
+        let first = first.unwrap();
+        let at = first[0].as_u64().unwrap() as i64;
+        // On the resolution's grid, within one step of the mtime: not at the start time.
+        assert!(
+            (at - written as i64).abs() <= 30,
+            "the backlog's point at {at}, its log written at {written}: {first}"
+        );
+        assert_eq!(first[1], 400.0);
+    }
+}
+
 fn history(addr: std::net::SocketAddr, query: &str) -> Value {
     get_json(addr, &format!("/api/history{query}")).expect("/api/history answers JSON")
 }

@@ -102,6 +102,45 @@ fn scraping(targets: &[std::net::SocketAddr]) -> Prometheus {
 }
 
 #[test]
+fn a_thousand_slow_clients_do_not_shut_prometheus_out() {
+    use std::io::Write;
+    let sidecar = Sidecar::run(&[
+        "--gpu",
+        "off",
+        "--max-connections",
+        "64",
+        "--header-read-timeout",
+        "60s",
+    ]);
+    // Slowloris: each sends the start of a request head and then nothing, for as long as the
+    // test runs.
+    let _slow: Vec<std::net::TcpStream> = (0..1000)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(sidecar.addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    let prometheus = scraping(&[sidecar.addr]);
+    let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
+    assert_eq!(up, 1.0, "Prometheus could not scrape us");
+    // Every scrape of the next several got through.
+    let scrapes = "count_over_time(up{job=\"pulse\"}[1m])";
+    wait_until("five scrapes", Duration::from_secs(30), || {
+        prometheus.wait_value(scrapes, Duration::from_secs(30)) >= 5.0
+    });
+    assert_eq!(
+        prometheus.wait_value(
+            "min_over_time(up{job=\"pulse\"}[1m])",
+            Duration::from_secs(5)
+        ),
+        1.0,
+        "a scrape failed while the slow clients held their connections"
+    );
+}
+
+#[test]
 fn a_real_prometheus_scrapes_us() {
     let dir = temp_dir();
     let log = rich_log(&dir);

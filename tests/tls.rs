@@ -433,7 +433,7 @@ fn a_certificate_replaced_on_disk_is_served_to_the_next_connection() {
 }
 
 #[test]
-fn over_the_connection_cap_a_tls_client_gets_a_503() {
+fn clients_stuck_before_their_handshake_hold_no_place_a_tls_scrape_needs() {
     let dir = temp_dir();
     let pki = Pki::new(dir.path(), "test-ca");
     let sidecar = Sidecar::run(&[
@@ -444,26 +444,15 @@ fn over_the_connection_cap_a_tls_client_gets_a_503() {
         "--web-config-file",
         path_str(&web_config(&pki, "")),
     ]);
-    let held: Vec<TcpStream> = (0..2)
+    let _held: Vec<TcpStream> = (0..20)
         .map(|_| TcpStream::connect(sidecar.addr).unwrap())
         .collect();
     let ca = path_str(&pki.path("ca.crt")).to_owned();
-    // Offered HTTP/2, the refusal still speaks HTTP/1.1, which curl reads.
     let (code, out, err) = curl(
-        &["--cacert", &ca, "-D", "-", "-o", "/dev/null"],
+        &["--cacert", &ca, "-o", "/dev/null", "-w", "%{http_code}"],
         &url(sidecar.addr, "/metrics"),
     );
-    assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
-    assert!(out.contains("Retry-After: 1"), "{out}");
-    drop(held);
-    wait_until("a scrape to be answered", Duration::from_secs(15), || {
-        let (code, out, _) = curl(
-            &["--cacert", &ca, "-o", "/dev/null", "-w", "%{http_code}"],
-            &url(sidecar.addr, "/metrics"),
-        );
-        code == 0 && out == "200"
-    });
+    assert_eq!((code, out.as_str()), (0, "200"), "{err}");
 }
 
 #[test]

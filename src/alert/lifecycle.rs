@@ -102,9 +102,11 @@ impl Lifecycle {
         for key in gone {
             let t = self.alerts.remove(&key).expect("listed above");
             if let (Some(firing_since), Some(_)) = (t.firing_since, t.last_notified) {
+                // The incident lasted from its first evidence (the first failed check), not
+                // from the page its `for` delayed.
                 out.push(Notification {
                     kind: Kind::Resolved {
-                        lasted: now - firing_since,
+                        lasted: now - t.since,
                     },
                     condition: t.condition,
                     since: firing_since,
@@ -112,12 +114,9 @@ impl Lifecycle {
             }
         }
 
-        let inhibitors: Vec<AlertName> = self
-            .alerts
-            .values()
-            .filter(|t| t.firing_since.is_some())
-            .map(|t| t.condition.alert)
-            .collect();
+        // An alert holds back the ones it explains while its condition holds, its `for`
+        // still running included: with equal thresholds the cause's page is the only one.
+        let inhibitors: Vec<AlertName> = self.alerts.values().map(|t| t.condition.alert).collect();
         let mut notices = Vec::new();
         for (key, t) in &mut self.alerts {
             let Some(firing_since) = t.firing_since else {
@@ -226,10 +225,11 @@ mod tests {
             [(Kind::Reminder, AlertName::ServerDown)]
         );
         let resolved = l.step(vec![], &rules, HOUR, 1000.0 + HOUR);
+        // From the first failed check, not from the page.
         assert_eq!(
             resolved[0].kind,
             Kind::Resolved {
-                lasted: 880.0 + HOUR
+                lasted: 1000.0 + HOUR
             }
         );
         assert!(l.statuses().is_empty());
@@ -268,6 +268,29 @@ mod tests {
         let n = l.step(both, &rules, HOUR, 0.0);
         assert_eq!(n.len(), 2);
         assert!(n.iter().all(|n| n.kind == Kind::Firing));
+    }
+
+    #[test]
+    fn an_inhibitor_holds_back_while_its_for_runs() {
+        // Equal thresholds: Stalled would fire at once, ServerDown after its 2 minutes.
+        let rules = at_once(AlertName::Stalled);
+        let mut l = Lifecycle::default();
+        let both = || {
+            vec![
+                cond(AlertName::Stalled, Some("A")),
+                cond(AlertName::ServerDown, None),
+            ]
+        };
+        assert!(
+            l.step(both(), &rules, HOUR, 0.0).is_empty(),
+            "ServerDown pending"
+        );
+        assert!(l.step(both(), &rules, HOUR, 60.0).is_empty());
+        assert_eq!(
+            kinds(&l.step(both(), &rules, HOUR, 120.0)),
+            [(Kind::Firing, AlertName::ServerDown)],
+            "one page for one incident"
+        );
     }
 
     #[test]

@@ -509,11 +509,27 @@ fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
     let figures = run.server_figures();
     if run.server.is_some() || figures.running.is_some() {
         match (figures.running, figures.queued) {
-            (Some(running), _) if running > 0.0 && run.server_stuck(now) => {
-                return (
-                    "server hung",
-                    format!("The server holds {running:.0} running requests but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
-                )
+            (Some(running), queued) if run.server_stuck(now) => {
+                let claimed = run
+                    .server
+                    .as_ref()
+                    .and_then(|s| s.claimed_tokens_per_second)
+                    .filter(|c| *c > 0.0);
+                let held = if running > 0.0 {
+                    format!("{running:.0} running requests")
+                } else {
+                    format!("{:.0} queued requests and runs none", queued.unwrap_or(0.0))
+                };
+                return match claimed {
+                    Some(claimed) => (
+                        "server hung (metrics frozen)",
+                        format!("The server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
+                    ),
+                    None => (
+                        "server hung",
+                        format!("The server holds {held} but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
+                    ),
+                };
             }
             (Some(running), _) if running > 0.0 => {
                 return (

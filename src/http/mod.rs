@@ -36,7 +36,8 @@ pub struct HttpState {
     pub catching_up: Arc<AtomicUsize>,
     /// A client gets this long to send its request headers.
     pub header_read_timeout: Duration,
-    /// Connections served at once; more are answered 503 at once rather than queued.
+    /// Requests served at once; more are answered 503 at once rather than queued. A
+    /// connection waiting for its request head holds no place.
     pub max_connections: usize,
     /// TLS and auth; `None` serves plain HTTP to anyone.
     pub web: Option<WebServing>,
@@ -214,6 +215,18 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> 
     let mut resp = with_type(status, "application/json", value.to_string());
     resp.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// The answer to a request over `max_connections` served at once.
+fn busy(limit: usize) -> Response<Full<Bytes>> {
+    let mut resp = with_type(
+        StatusCode::SERVICE_UNAVAILABLE,
+        TEXT,
+        format!("{limit} requests are being served; try again soon\n"),
+    );
+    resp.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
     resp
 }
 

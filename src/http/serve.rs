@@ -22,10 +22,16 @@ use tokio::net::{TcpListener, TcpStream};
 /// How long in-flight requests may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// How long a connection over `max_connections` is given to take its 503.
+/// How long a connection over [`OPEN_LIMIT`] is given to take its 503.
 const BUSY_GRACE: Duration = Duration::from_secs(1);
 
-/// The answer to a connection over `max_connections`: written without reading the request.
+/// Connections open at once. A connection that has not sent its request head holds no place
+/// a request needs (`max_connections` counts requests being served, as node_exporter's
+/// `--web.max-requests` does): slow clients cannot shut a scrape out, and they are cut at
+/// `header_read_timeout`. This bound only keeps file descriptors and memory in hand.
+const OPEN_LIMIT: usize = 16_384;
+
+/// The answer to a connection over [`OPEN_LIMIT`]: written without reading the request.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\n\r\ntoo many connections; try again soon\r\n";
 
 /// Accepts on one listener, forever, handing each connection to the serving loop.
@@ -54,6 +60,7 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let open = Arc::new(AtomicUsize::new(0));
+    let serving = Arc::new(tokio::sync::Semaphore::new(state.max_connections));
     let (to, mut accepted) = tokio::sync::mpsc::channel(64);
     let acceptors: Vec<_> = listeners
         .into_iter()
@@ -71,21 +78,19 @@ pub async fn serve(
         };
         // The web config as it is now: a rotated certificate serves this connection.
         let web = state.web.as_ref().map(|w| w.watched.current());
-        if open.load(Ordering::Acquire) >= state.max_connections {
+        if open.load(Ordering::Acquire) >= OPEN_LIMIT {
             tokio::spawn(refuse(stream, web));
-            tracing::debug!(
-                "connection from {peer} refused: {} open",
-                state.max_connections
-            );
+            tracing::debug!("connection from {peer} refused: {OPEN_LIMIT} open");
             continue;
         }
         open.fetch_add(1, Ordering::AcqRel);
         let still_open = Open(open.clone());
         let watcher = graceful.watcher();
         let state = state.clone();
+        let serving = serving.clone();
         tokio::spawn(async move {
             let _open = still_open;
-            connection(stream, peer, state, web, watcher).await;
+            connection(stream, peer, state, web, serving, watcher).await;
         });
     }
     for acceptor in acceptors {
@@ -106,15 +111,16 @@ async fn connection(
     peer: SocketAddr,
     state: Arc<HttpState>,
     web: Option<Arc<Active>>,
+    serving: Arc<tokio::sync::Semaphore>,
     watcher: Watcher,
 ) {
     let Some(tls) = web.as_ref().and_then(|w| w.tls.clone()) else {
-        return http(stream, false, peer, state, web, watcher).await;
+        return http(stream, false, peer, state, web, serving, watcher).await;
     };
     match tokio::time::timeout(state.header_read_timeout, tls.acceptor.accept(stream)).await {
         Ok(Ok(stream)) => {
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            http(stream, h2, peer, state, web, watcher).await;
+            http(stream, h2, peer, state, web, serving, watcher).await;
         }
         // A scanner, a client that does not trust our certificate, no client certificate:
         // the client is told by the TLS alert; the log says so at debug level.
@@ -141,6 +147,7 @@ async fn http<S>(
     peer: SocketAddr,
     state: Arc<HttpState>,
     web: Option<Arc<Active>>,
+    serving: Arc<tokio::sync::Semaphore>,
     watcher: Watcher,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -149,7 +156,15 @@ async fn http<S>(
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let state = state.clone();
         let web = web.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(&state, web.as_deref(), peer, req).await) }
+        // A place is taken once a request has arrived, for as long as it is answered.
+        let permit = serving.clone().try_acquire_owned();
+        async move {
+            let response = match permit {
+                Ok(_serving) => handle(&state, web.as_deref(), peer, req).await,
+                Err(_) => super::busy(state.max_connections),
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let io = TokioIo::new(stream);
     let result = if h2 {

@@ -41,6 +41,8 @@ pub struct LogSource {
     additions: Option<mpsc::Receiver<LogConfig>>,
     /// The logs' switch counts the last snapshot recorded.
     saved_switches: Vec<u64>,
+    /// The first poll, which reads the backlog to its end, is done.
+    backlog_read: bool,
 }
 
 impl LogSource {
@@ -66,6 +68,7 @@ impl LogSource {
             max_line_bytes,
             additions: None,
             saved_switches: vec![0; logs.len()],
+            backlog_read: false,
         };
         if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
@@ -187,13 +190,20 @@ impl LogSource {
         logs.iter().map(|l| l.path.display().to_string()).collect()
     }
 
-    /// Asks every log to read to its current end, and waits up to [`POLL_WAIT`] for them.
+    /// Asks every log to read to its current end, and waits up to [`POLL_WAIT`] for them;
+    /// the first time, for as long as they make progress: the backlog is read before the
+    /// sidecar is ready, judges or records anything.
     pub fn poll(&mut self) {
-        self.poll_waiting(POLL_WAIT);
+        if self.backlog_read {
+            self.poll_waiting(POLL_WAIT);
+        } else {
+            self.poll_to_end();
+        }
     }
 
     /// Reads every log to its end, waiting as long as they make progress: `run --once`.
     pub fn poll_to_end(&mut self) {
+        self.backlog_read = true;
         self.poll_waiting(Duration::ZERO);
         while self.workers.iter().any(|w| w.busy() && !w.stuck()) {
             self.collect(Instant::now() + Duration::from_millis(100));

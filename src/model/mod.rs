@@ -244,6 +244,7 @@ impl Run {
         if server.error.is_none() && server.running_requests.is_some() {
             self.note_server(
                 server.running_requests,
+                server.queued_requests,
                 server.generation_tokens_per_second,
                 now,
             );

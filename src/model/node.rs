@@ -71,6 +71,11 @@ pub struct ServerState {
     /// The engine's own count of requests it preempted (vLLM) or retracted (SGLang).
     #[serde(default)]
     pub preemptions_total: Option<f64>,
+    /// The throughput the server's gauge claims (SGLang's `gen_throughput`), beside the rate
+    /// its token counter gives: a gauge that claims work while the counter stands still is
+    /// frozen.
+    #[serde(default)]
+    pub claimed_tokens_per_second: Option<f64>,
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,

@@ -286,19 +286,32 @@ impl Run {
         if let ServerLine::Report(r) = read.line {
             if r.decode {
                 let figures = self.server_log.figures();
-                self.note_server(figures.running, figures.generation_tokens_per_second, at);
+                self.note_server(
+                    figures.running,
+                    figures.queued,
+                    figures.generation_tokens_per_second,
+                    at,
+                );
             }
         }
     }
 
     /// Remembers when the server was last seen generating (evidence of work before a first
-    /// report) and last seen working or idle (not hung).
-    pub(super) fn note_server(&mut self, running: Option<f64>, tps: Option<f64>, now: Seconds) {
+    /// report) and last seen working or idle (not hung). A server that runs nothing while
+    /// requests wait is not idle: it is frozen.
+    pub(super) fn note_server(
+        &mut self,
+        running: Option<f64>,
+        queued: Option<f64>,
+        tps: Option<f64>,
+        now: Seconds,
+    ) {
         let generating = running.is_some_and(|r| r > 0.0) && tps.is_some_and(|t| t > 0.0);
         if generating {
             self.server_generating_at = Some(now);
         }
-        if generating || running == Some(0.0) {
+        let idle = running == Some(0.0) && queued.is_none_or(|q| q == 0.0);
+        if generating || idle {
             self.server_working_at = Some(now);
         }
         self.server_seen_at.get_or_insert(now);
@@ -363,10 +376,12 @@ impl Run {
         self.server_stuck(now).then(|| (now - since).max(0.0))
     }
 
-    /// Whether the server holds running requests and generates nothing for them now.
+    /// Whether the server holds running requests (or, running none, queued ones) and
+    /// generates nothing for them now.
     pub fn server_stuck(&self, now: Seconds) -> bool {
         let figures = self.server_figures();
-        if !figures.running.is_some_and(|r| r > 0.0) {
+        let waiting = figures.running == Some(0.0) && figures.queued.is_some_and(|q| q > 0.0);
+        if !(figures.running.is_some_and(|r| r > 0.0) || waiting) {
             return false;
         }
         let log_silent = self

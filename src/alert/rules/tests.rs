@@ -126,7 +126,22 @@ fn stall_causes_from_the_evidence() {
     run.server.as_mut().unwrap().generation_tokens_per_second = Some(0.0);
     assert!(cause(&run).contains("server hung"));
 
+    // The gauge claims work while the counter stands still: frozen behind a live front end.
+    run.server.as_mut().unwrap().claimed_tokens_per_second = Some(1300.0);
+    let frozen = &eval(&run, stalled_at)[0];
+    assert!(
+        frozen.summary.contains("server hung (metrics frozen)"),
+        "{frozen:?}"
+    );
+    assert!(frozen.details.contains("1300 tok/s"), "{frozen:?}");
+    run.server.as_mut().unwrap().claimed_tokens_per_second = None;
+
+    // Running none while requests wait, and nothing generated: frozen too, not idle.
     run.server.as_mut().unwrap().running_requests = Some(0.0);
+    run.server.as_mut().unwrap().queued_requests = Some(12.0);
+    assert!(cause(&run).contains("server hung"), "{}", cause(&run));
+    run.server.as_mut().unwrap().queued_requests = Some(0.0);
+
     assert!(cause(&run).contains("server idle, client waiting"));
 
     // Records still arriving are evidence of work: the log is what is stuck.
