@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 pub trait Source: Send + 'static {
     /// Reads every input to its current end once.
     fn poll(&mut self);
+    /// [`Source::poll`], giving up early once `stopping()` says the sidecar stops: a long
+    /// read (a backlog on a file system that hangs) must not keep it from saving its state.
+    fn poll_unless(&mut self, stopping: &dyn Fn() -> bool) {
+        let _ = stopping;
+        self.poll();
+    }
     /// Saves what a restart needs, if a state directory is configured.
     fn save_snapshot(&mut self);
 }
@@ -37,8 +43,14 @@ pub fn run_until(
 ) {
     let mut last_snapshot: Option<Instant> = None;
     let mut first = true;
+    let stopping = || {
+        matches!(
+            stop.try_recv(),
+            Ok(()) | Err(std::sync::mpsc::TryRecvError::Disconnected)
+        )
+    };
     loop {
-        source.poll();
+        source.poll_unless(&stopping);
         if first {
             first_read_done(first_read);
             first = false;

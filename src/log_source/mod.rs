@@ -194,18 +194,27 @@ impl LogSource {
     /// the first time, for as long as they make progress: the backlog is read before the
     /// sidecar is ready, judges or records anything.
     pub fn poll(&mut self) {
+        self.poll_unless(&|| false);
+    }
+
+    /// [`LogSource::poll`], the first one giving up once `stopping()`.
+    pub fn poll_unless(&mut self, stopping: &dyn Fn() -> bool) {
         if self.backlog_read {
             self.poll_waiting(POLL_WAIT);
         } else {
-            self.poll_to_end();
+            self.read_to_end(stopping);
         }
     }
 
     /// Reads every log to its end, waiting as long as they make progress: `run --once`.
     pub fn poll_to_end(&mut self) {
+        self.read_to_end(&|| false);
+    }
+
+    fn read_to_end(&mut self, stopping: &dyn Fn() -> bool) {
         self.backlog_read = true;
         self.poll_waiting(Duration::ZERO);
-        while self.workers.iter().any(|w| w.busy() && !w.stuck()) {
+        while self.workers.iter().any(|w| w.busy() && !w.stuck()) && !stopping() {
             self.collect(Instant::now() + Duration::from_millis(100));
         }
         self.report(Duration::ZERO);
@@ -278,6 +287,10 @@ impl LogSource {
 impl Source for LogSource {
     fn poll(&mut self) {
         LogSource::poll(self);
+    }
+
+    fn poll_unless(&mut self, stopping: &dyn Fn() -> bool) {
+        LogSource::poll_unless(self, stopping);
     }
 
     fn save_snapshot(&mut self) {
