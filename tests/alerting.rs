@@ -453,30 +453,27 @@ fn a_driver_idle_between_partitions_is_paged_and_resolved_when_it_moves() {
     );
 }
 
-#[test]
-fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
-    let dir = temp_dir();
-    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
-    let log = dir.path().join("run.log");
-    std::fs::write(
-        &log,
-        "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\n",
-    )
-    .unwrap();
-    // Both rules at once, so a ProcessExited would come no later than the RunFinished notice.
-    let config = dir.path().join("pulse.toml");
+/// A run whose log reached its plan (`log`), a driver process running `driver` (a Python
+/// script; it gets a path it may wait for as its first argument), and a sidecar watching both,
+/// with ProcessExited and RunFinished at once, so a ProcessExited would come no later than the
+/// RunFinished notice.
+fn finished_run(
+    dir: &std::path::Path,
+    log: &str,
+    driver: &str,
+) -> (SmtpServer, Sidecar, std::process::Child, std::path::PathBuf) {
+    let server = SmtpServer::start(free_port(), &dir.join("mail"), "plain", None);
+    let log_path = dir.join("run.log");
+    std::fs::write(&log_path, log).unwrap();
+    let config = dir.join("pulse.toml");
     std::fs::write(
         &config,
         "[rules.ProcessExited]\nfor = \"0s\"\n[rules.RunFinished]\nfor = \"0s\"\n[rules.PartitionFinished]\nenabled = false\n",
     )
     .unwrap();
     let marker = format!("driver-{}", std::process::id());
-    // The driver runs until the test tells it to go (by creating `go`).
-    let go = dir.path().join("go");
-    let mut driver = python(
-        "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)",
-        &[path_str(&go), &marker],
-    );
+    let go = dir.join("go");
+    let driver = python(driver, &[path_str(&go), &marker]);
     let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
     let sidecar = Sidecar::run(&alert_args(
         &url,
@@ -484,7 +481,7 @@ fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
             "--config",
             path_str(&config),
             "--log",
-            path_str(&log),
+            path_str(&log_path),
             "--process-match",
             &marker,
             "--probe-interval",
@@ -494,6 +491,21 @@ fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
     sidecar.wait_metrics("the driver seen running", |m| {
         m.get("pulse_pipeline_process_up", "") == Some(1.0)
     });
+    (server, sidecar, driver, go)
+}
+
+const PLAN_REACHED: &str =
+    "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\n";
+
+#[test]
+fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
+    let dir = temp_dir();
+    // The driver runs until the test tells it to go (by creating `go`).
+    let (server, sidecar, mut driver, go) = finished_run(
+        dir.path(),
+        PLAN_REACHED,
+        "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)",
+    );
     std::fs::write(&go, "").unwrap();
     driver.wait().unwrap();
     let first = smtp::wait_messages(&server.maildir, 1);
@@ -515,40 +527,17 @@ fn a_driver_that_exits_after_the_whole_plan_is_a_finished_run_not_a_crash() {
 #[test]
 fn a_finished_run_whose_driver_lingers_is_finished_not_stalled() {
     let dir = temp_dir();
-    let server = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
-    let log = dir.path().join("run.log");
-    std::fs::write(
-        &log,
-        "Processing: B1 (SHORT)\nB1: 100 prompts\n  100/100 (0 err) 2.0 req/s avg_comp=200tok ETA=0s\nDone: B1 (100 responses)\nAll partitions complete.\n",
-    )
-    .unwrap();
-    let config = dir.path().join("pulse.toml");
-    std::fs::write(
-        &config,
-        "[rules.ProcessExited]\nfor = \"0s\"\n[rules.RunFinished]\nfor = \"0s\"\n[rules.PartitionFinished]\nenabled = false\n",
-    )
-    .unwrap();
-    let marker = format!("lingering-{}", std::process::id());
     // The driver writes its summary, uploads, or idles in a notebook: it stays.
-    let _driver = Killed(python("import time\ntime.sleep(600)", &[&marker]));
-    let url = format!("smtp://127.0.0.1:{}?tls=none", server.port);
-    let sidecar = Sidecar::run(&alert_args(
-        &url,
-        &[
-            "--config",
-            path_str(&config),
-            "--log",
-            path_str(&log),
-            "--process-match",
-            &marker,
-            "--probe-interval",
-            "100ms",
-        ],
-    ));
-    let m = sidecar.wait_metrics("the driver seen running, the run finished", |m| {
-        m.get("pulse_pipeline_process_up", "") == Some(1.0)
-            && m.get("pulse_run_finished", "") == Some(1.0)
+    let (server, sidecar, driver, _) = finished_run(
+        dir.path(),
+        &format!("{PLAN_REACHED}Done: B1 (100 responses)\nAll partitions complete.\n"),
+        "import time\ntime.sleep(600)",
+    );
+    let _driver = Killed(driver);
+    let m = sidecar.wait_metrics("the run finished", |m| {
+        m.get("pulse_run_finished", "") == Some(1.0)
     });
+    assert_eq!(m.get("pulse_pipeline_process_up", ""), Some(1.0));
     assert_eq!(
         m.get("pulse_run_stall_seconds", ""),
         None,

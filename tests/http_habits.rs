@@ -155,16 +155,7 @@ fn connections_waiting_for_their_request_hold_no_place_and_are_cut_at_the_header
         "2s",
     ]);
     // Many more clients than places: half send nothing, half half a request head.
-    let mut held: Vec<TcpStream> = (0..200)
-        .map(|i| {
-            let mut s = TcpStream::connect(sidecar.addr).unwrap();
-            if i % 2 == 1 {
-                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-                    .unwrap();
-            }
-            s
-        })
-        .collect();
+    let mut held = slow_clients(sidecar.addr, 200, false);
     // A scrape still gets through, at once.
     for _ in 0..5 {
         let answer = raw(sidecar.addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -103,7 +103,6 @@ fn scraping(targets: &[std::net::SocketAddr]) -> Prometheus {
 
 #[test]
 fn a_thousand_slow_clients_do_not_shut_prometheus_out() {
-    use std::io::Write;
     let sidecar = Sidecar::run(&[
         "--gpu",
         "off",
@@ -114,14 +113,7 @@ fn a_thousand_slow_clients_do_not_shut_prometheus_out() {
     ]);
     // Slowloris: each sends the start of a request head and then nothing, for as long as the
     // test runs.
-    let _slow: Vec<std::net::TcpStream> = (0..1000)
-        .map(|_| {
-            let mut s = std::net::TcpStream::connect(sidecar.addr).unwrap();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-                .unwrap();
-            s
-        })
-        .collect();
+    let _slow = slow_clients(sidecar.addr, 1000, true);
     let prometheus = scraping(&[sidecar.addr]);
     let up = prometheus.wait_value("up{job=\"pulse\"}", Duration::from_secs(30));
     assert_eq!(up, 1.0, "Prometheus could not scrape us");

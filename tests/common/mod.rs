@@ -274,6 +274,21 @@ impl Metrics {
     }
 }
 
+/// `n` clients of `addr` that are slow to ask: the odd ones (every one with `all_partial`)
+/// send the start of a request head and then nothing, the others nothing at all.
+pub fn slow_clients(addr: SocketAddr, n: usize, all_partial: bool) -> Vec<TcpStream> {
+    (0..n)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr).expect("connect to the sidecar");
+            if all_partial || i % 2 == 1 {
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                    .unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
 /// Appends to a file, creating it, and flushes: what a pipeline's `print(flush=True)` does.
 pub fn append(path: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new()
