@@ -218,6 +218,38 @@ fn a_read_that_hangs_mid_file_holds_back_nothing_and_loses_nothing() {
 }
 
 #[test]
+fn an_output_file_whose_read_hangs_is_named_and_counted_once_it_answers() {
+    let dir = temp_dir();
+    let backing = dir.path().join("responses.jsonl");
+    let record = "{\"id\": \"x\", \"content\": \"hello\"}\n";
+    let first = record.repeat(1000);
+    std::fs::write(&backing, format!("{first}{}", record.repeat(500))).unwrap();
+    let mount = HungMount::mount(dir.path(), &backing, first.len());
+    let served = mount.mountpoint.join("responses.jsonl");
+    let sidecar = Sidecar::run(&["--outputs", path_str(&served)]);
+    sidecar.wait_metrics("the records before the hang", |m| {
+        m.partition("pulse_output_records_total", "mnt") == Some(1000.0)
+    });
+    // Up to its first read a collector is 0 anyway: the path named is what says it hangs.
+    wait_until("the hang reported", Duration::from_secs(30), || {
+        assert!(answers(&sidecar, "/metrics"), "/metrics while a read hangs");
+        get_json(sidecar.addr, "/status")
+            .is_some_and(|s| s["hung_files"].get(path_str(&served)).is_some())
+    });
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_collector_up", "collector=\"outputs\""),
+        Some(0.0)
+    );
+    mount.release();
+    sidecar.wait_metrics("every record once it answers", |m| {
+        m.partition("pulse_output_records_total", "mnt") == Some(1500.0)
+            && m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
+    });
+}
+
+#[test]
 fn sigterm_ends_it_while_a_read_hangs_with_the_state_saved() {
     let dir = temp_dir();
     let backing = dir.path().join("run.log");

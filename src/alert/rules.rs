@@ -478,7 +478,7 @@ fn judge_stall(run: &Run, v: &PartitionView<'_>, stall_after: f64, now: Seconds)
 
 /// The likely cause of a stall, from what the probes and the server's log say.
 fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
-    if let Some((path, since)) = run.hung_files.iter().next() {
+    if let Some((path, since)) = run.hung(now).into_iter().next() {
         return (
             "file system hung",
             format!(

@@ -88,7 +88,7 @@ impl Collector for RunCollector {
             partitions::encode(&run, now, &mut enc)?;
             node::encode(&run, &mut enc)?;
             alerts::encode(&run, &mut enc)?;
-            sources::encode(&run, &mut enc)?;
+            sources::encode(&run, now, &mut enc)?;
         }
         let version = env!("CARGO_PKG_VERSION");
         let labels = [("version", version), ("revision", self.revision)];

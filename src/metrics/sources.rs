@@ -45,7 +45,7 @@ const LOG_COUNTERS: &[(&str, &str, LogCounter)] = &[
     ),
 ];
 
-pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, now: f64, enc: &mut DescriptorEncoder) -> fmt::Result {
     for (name, help, value) in LOG_COUNTERS {
         family(
             enc,
@@ -79,11 +79,12 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
     family(
         enc,
         "pulse_collector_up",
-        "1 where the source works.",
+        "1 where the source works (0 too while it is stuck in a read that does not return).",
         MetricType::Gauge,
-        run.collectors
-            .iter()
-            .map(|(c, s)| ([("collector", *c)], ConstGauge::new(i64::from(s.up)))),
+        run.collectors.iter().map(|(c, s)| {
+            let up = run.collector_up(c, s, now);
+            ([("collector", *c)], ConstGauge::new(i64::from(up)))
+        }),
     )?;
     family(
         enc,

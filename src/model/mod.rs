@@ -35,6 +35,10 @@ use std::collections::BTreeMap;
 /// Unix time in seconds.
 pub type Seconds = f64;
 
+/// A read that has not returned for this long is hung: the file system under the file does
+/// not answer.
+pub const HUNG_AFTER: Seconds = 10.0;
+
 /// Partition name used when a format names none and no header announced one.
 pub const DEFAULT_PARTITION: &str = "default";
 
@@ -100,9 +104,13 @@ pub struct Run {
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     pub utc_offset: i64,
-    /// Files whose reads do not return (a hung mount), and since when: a cause of its own.
+    /// Logs whose reads do not return (a hung mount), and since when: a cause of its own.
     #[serde(skip)]
     pub hung_files: BTreeMap<String, Seconds>,
+    /// The output or input file the output source is reading now, and since when: one whose
+    /// read has not returned for [`HUNG_AFTER`] seconds is hung too.
+    #[serde(skip)]
+    pub output_reading: Option<(String, Seconds)>,
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
     pub refused_files: std::collections::BTreeSet<String>,
@@ -207,6 +215,29 @@ impl Run {
             })
             .collect();
         saved
+    }
+
+    /// Every file whose read does not return at `now`, and since when: the logs found hung
+    /// by their threads, and the output file being read, if for [`HUNG_AFTER`] already.
+    pub fn hung(&self, now: Seconds) -> BTreeMap<String, Seconds> {
+        let mut hung = self.hung_files.clone();
+        if let Some((path, since)) = &self.output_reading {
+            if now - since >= HUNG_AFTER {
+                hung.insert(path.clone(), *since);
+            }
+        }
+        hung
+    }
+
+    /// Whether collector `name` works at `now`: its latest collection did, and it is not stuck
+    /// in a read that does not return.
+    pub fn collector_up(&self, name: &str, state: &CollectorState, now: Seconds) -> bool {
+        let stuck = name == "outputs"
+            && self
+                .output_reading
+                .as_ref()
+                .is_some_and(|(_, since)| now - since >= HUNG_AFTER);
+        state.up && !stuck
     }
 
     /// Takes one line of log `log` and what the parser made of it.

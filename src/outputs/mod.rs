@@ -180,7 +180,18 @@ impl OutputSource {
         let mut all_up = true;
         let now = clock::now();
         for (path, file) in &mut self.files {
+            // Said before the read, so that a read that never returns is seen from outside.
+            let reading = file.due().then(|| {
+                let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                run.output_reading = Some((path.display().to_string(), clock::now()));
+            });
             let (up, touched) = file.poll(path, &self.inspectors, &self.run);
+            if reading.is_some() {
+                self.run
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .output_reading = None;
+            }
             all_up &= up;
             changed |= touched;
         }
@@ -338,6 +349,13 @@ impl Followed {
     /// time or identity changed. One unchanged for `QUIET_POLLS` polls is looked at every
     /// `QUIET_EVERY`th poll until it changes: a byte written to a file that was quiet for 30 s
     /// is seen within `QUIET_EVERY` poll intervals (1 s at the default), any other within one.
+    /// Whether this poll looks at the file (a quiet one is skipped three polls in four).
+    fn due(&self) -> bool {
+        !(self.unchanged >= QUIET_POLLS
+            && self.problem.is_none()
+            && !(self.unchanged + 1).is_multiple_of(QUIET_EVERY))
+    }
+
     fn poll(
         &mut self,
         path: &Path,

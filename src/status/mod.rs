@@ -274,9 +274,9 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         collectors: run
             .collectors
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.up))
+            .map(|(k, v)| ((*k).to_owned(), run.collector_up(k, v, now)))
             .collect(),
-        hung_files: run.hung_files.clone(),
+        hung_files: run.hung(now),
         log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
         server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
         previous,
