@@ -328,6 +328,11 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
     );
     let stale = Killed(Command::new("sleep").arg("120").spawn().unwrap());
     let (server_pid, stale_pid) = (server.0.id(), stale.0.id());
+    // Until the child has exec'd, /proc shows the test's own command line.
+    wait_for("the server's command line", || {
+        std::fs::read(format!("/proc/{server_pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("sglang.launch_server"))
+    });
     let gpus: Vec<String> = (0..8)
         .map(|i| {
             let pid = if i < 4 { server_pid } else { stale_pid };
