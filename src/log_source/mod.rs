@@ -9,8 +9,6 @@
 mod followed;
 mod worker;
 
-pub use worker::HUNG_AFTER;
-
 use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
@@ -264,10 +262,10 @@ impl LogSource {
             for path in &newly_hung {
                 tracing::warn!(
                     "{path}: a read has not returned for {}s: the file system under it does not answer; the other logs go on",
-                    HUNG_AFTER.as_secs()
+                    crate::model::HUNG_AFTER
                 );
                 run.hung_files
-                    .insert(path.clone(), now - HUNG_AFTER.as_secs_f64());
+                    .insert(path.clone(), now - crate::model::HUNG_AFTER);
             }
             run.set_collector("log", all_up, elapsed.as_secs_f64());
         }

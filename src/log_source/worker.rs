@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A log whose read has not returned for this long is reported hung: `pulse_collector_up`
-/// 0, the path named in the sidecar's log, `/status` and the stall's cause.
-pub const HUNG_AFTER: Duration = Duration::from_secs(10);
+/// A log whose read has not returned for [`crate::model::HUNG_AFTER`] is reported hung:
+/// `pulse_collector_up` 0, the path named in the sidecar's log, `/status` and the stall's cause.
+const HUNG_AFTER: Duration = Duration::from_secs(crate::model::HUNG_AFTER as u64);
 
 pub(super) struct Worker {
     pub(super) path: String,

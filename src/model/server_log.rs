@@ -24,10 +24,8 @@ fn rank_stale_after(format: Option<Format>) -> Seconds {
 /// One rank's latest report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RankReport {
-    pub rank: Option<u32>,
-    /// vLLM's `N Engines Aggregated:` line, the engines' sum already.
-    #[serde(default)]
-    pub aggregated: bool,
+    /// A DP rank or engine, or vLLM's `N Engines Aggregated:` line (the engines' sum already).
+    pub rank: Rank,
     pub running: Option<f64>,
     pub queued: Option<f64>,
     pub generation_tokens_per_second: Option<f64>,
@@ -155,20 +153,11 @@ impl ServerLogState {
         if let Some(n) = r.preemptions {
             self.count(ServerEvent::Preemption, n);
         }
-        let (rank, aggregated) = match r.rank {
-            Rank::Of(n) => (Some(n), false),
-            Rank::Aggregated => (None, true),
-        };
-        let i = match self
-            .ranks
-            .iter()
-            .position(|k| k.rank == rank && k.aggregated == aggregated)
-        {
+        let i = match self.ranks.iter().position(|k| k.rank == r.rank) {
             Some(i) => i,
             None => {
                 self.ranks.push(RankReport {
-                    rank,
-                    aggregated,
+                    rank: r.rank,
                     ..RankReport::default()
                 });
                 self.ranks.len() - 1
@@ -205,7 +194,7 @@ impl ServerLogState {
             .iter()
             .filter(|k| newest - k.at <= stale)
             .collect();
-        match fresh.iter().find(|k| k.aggregated) {
+        match fresh.iter().find(|k| k.rank == Rank::Aggregated) {
             Some(all) => vec![*all],
             None => fresh,
         }

@@ -45,7 +45,9 @@ pub struct ServerReport {
 }
 
 /// Whose figures a report holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Rank {
     /// A data-parallel rank (SGLang's `DPn`) or an engine (vLLM's `Engine 001:`); a server
     /// with one prints rank 0.
