@@ -93,11 +93,12 @@ fn a_fifo_among_the_outputs_holds_back_no_other_file() {
 }
 
 /// A FUSE mount serving `backing`'s file, whose reads hang from byte `block_at` on until
-/// `release()`.
+/// `release()`, and whose folder listings hang while `hang_dirs(true)` holds.
 struct HungMount {
     fs: Child,
     mountpoint: PathBuf,
     release: PathBuf,
+    hang_dirs: PathBuf,
 }
 
 impl HungMount {
@@ -118,12 +119,14 @@ impl HungMount {
         let mountpoint = dir.join("mnt");
         std::fs::create_dir_all(&mountpoint).unwrap();
         let release = dir.join("release");
+        let hang_dirs = dir.join("hang-dirs");
         let fs = Command::new(python)
             .arg(Path::new(PEERS).join("hung_fs.py"))
             .arg(backing)
             .arg(&mountpoint)
             .arg(block_at.to_string())
             .arg(&release)
+            .arg(&hang_dirs)
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
@@ -133,11 +136,20 @@ impl HungMount {
             fs,
             mountpoint,
             release,
+            hang_dirs,
         }
     }
 
     fn release(&self) {
         std::fs::write(&self.release, "").unwrap();
+    }
+
+    fn hang_dirs(&self, hang: bool) {
+        if hang {
+            std::fs::write(&self.hang_dirs, "").unwrap();
+        } else {
+            std::fs::remove_file(&self.hang_dirs).unwrap();
+        }
     }
 }
 
@@ -218,7 +230,7 @@ fn a_read_that_hangs_mid_file_holds_back_nothing_and_loses_nothing() {
 }
 
 #[test]
-fn an_output_file_whose_read_hangs_is_named_and_counted_once_it_answers() {
+fn an_output_file_whose_read_hangs_is_named_holds_back_no_other_and_is_counted_once_it_answers() {
     let dir = temp_dir();
     let backing = dir.path().join("responses.jsonl");
     let record = "{\"id\": \"x\", \"content\": \"hello\"}\n";
@@ -226,9 +238,19 @@ fn an_output_file_whose_read_hangs_is_named_and_counted_once_it_answers() {
     std::fs::write(&backing, format!("{first}{}", record.repeat(500))).unwrap();
     let mount = HungMount::mount(dir.path(), &backing, first.len());
     let served = mount.mountpoint.join("responses.jsonl");
-    let sidecar = Sidecar::run(&["--outputs", path_str(&served)]);
+    // A second file on a file system that answers: the hung one must not hold it back.
+    let other = dir.path().join("other/responses.jsonl");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, record.repeat(10)).unwrap();
+    let sidecar = Sidecar::run(&[
+        "--outputs",
+        path_str(&served),
+        "--outputs",
+        path_str(&other),
+    ]);
     sidecar.wait_metrics("the records before the hang", |m| {
         m.partition("pulse_output_records_total", "mnt") == Some(1000.0)
+            && m.partition("pulse_output_records_total", "other") == Some(10.0)
     });
     // Up to its first read a collector is 0 anyway: the path named is what says it hangs.
     wait_until("the hang reported", Duration::from_secs(30), || {
@@ -242,10 +264,84 @@ fn an_output_file_whose_read_hangs_is_named_and_counted_once_it_answers() {
             .get("pulse_collector_up", "collector=\"outputs\""),
         Some(0.0)
     );
+    append(&other, &record.repeat(5));
+    sidecar.wait_metrics("the other file counted on while the first hangs", |m| {
+        m.partition("pulse_output_records_total", "other") == Some(15.0)
+    });
+    let line = sidecar.wait_log("reading the other output files on a new thread");
+    assert!(
+        line.contains("WARN") && line.contains(path_str(&served)),
+        "{line}"
+    );
     mount.release();
     sidecar.wait_metrics("every record once it answers", |m| {
         m.partition("pulse_output_records_total", "mnt") == Some(1500.0)
+            && m.partition("pulse_output_records_total", "other") == Some(15.0)
             && m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
+    });
+}
+
+#[test]
+fn a_glob_over_a_hung_folder_holds_back_no_other_file_and_is_named() {
+    let dir = temp_dir();
+    let backing = dir.path().join("responses.jsonl");
+    let record = "{\"id\": \"x\", \"content\": \"hello\"}\n";
+    std::fs::write(&backing, record.repeat(10)).unwrap();
+    let mount = HungMount::mount(dir.path(), &backing, usize::MAX);
+    let glob = format!("{}/*.jsonl", path_str(&mount.mountpoint));
+    let other = dir.path().join("other/responses.jsonl");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, record.repeat(10)).unwrap();
+    let sidecar = Sidecar::run(&["--outputs", &glob, "--outputs", path_str(&other)]);
+    sidecar.wait_metrics("both files counted", |m| {
+        m.partition("pulse_output_records_total", "mnt") == Some(10.0)
+            && m.partition("pulse_output_records_total", "other") == Some(10.0)
+    });
+    mount.hang_dirs(true);
+    wait_until("the glob named hung", Duration::from_secs(30), || {
+        assert!(answers(&sidecar, "/metrics"), "/metrics while a glob hangs");
+        get_json(sidecar.addr, "/status").is_some_and(|s| s["hung_files"].get(&glob).is_some())
+    });
+    append(&other, &record.repeat(5));
+    sidecar.wait_metrics("the other file counted on", |m| {
+        m.partition("pulse_output_records_total", "other") == Some(15.0)
+            && m.get("pulse_collector_up", "collector=\"outputs\"") == Some(0.0)
+    });
+    mount.hang_dirs(false);
+    wait_until("the glob answering again", Duration::from_secs(30), || {
+        get_json(sidecar.addr, "/status").is_some_and(|s| s["hung_files"] == serde_json::json!({}))
+    });
+    sidecar.wait_metrics("the outputs collector up again", |m| {
+        m.get("pulse_collector_up", "collector=\"outputs\"") == Some(1.0)
+    });
+}
+
+#[test]
+fn a_discovery_scan_over_a_hung_folder_is_named_and_the_sidecar_keeps_serving() {
+    let dir = temp_dir();
+    let backing = dir.path().join("responses.jsonl");
+    std::fs::write(&backing, "{\"id\": \"x\", \"content\": \"hello\"}\n").unwrap();
+    let mount = HungMount::mount(dir.path(), &backing, usize::MAX);
+    let run_dir = path_str(&mount.mountpoint).to_owned();
+    let sidecar = Sidecar::run(&["--run-dir", &run_dir, "--discover-interval", "1s"]);
+    sidecar.wait_metrics("the discovered output counted", |m| {
+        m.partition("pulse_output_records_total", "mnt") == Some(1.0)
+    });
+    mount.hang_dirs(true);
+    wait_until("the folder named hung", Duration::from_secs(30), || {
+        assert!(answers(&sidecar, "/metrics"), "/metrics while a scan hangs");
+        assert!(
+            answers(&sidecar, "/-/healthy"),
+            "/-/healthy while a scan hangs"
+        );
+        get_json(sidecar.addr, "/status").is_some_and(|s| s["hung_files"].get(&run_dir).is_some())
+    });
+    let line = sidecar.wait_log("discovery's scan of");
+    assert!(line.contains(&run_dir) && line.contains("WARN"), "{line}");
+    mount.hang_dirs(false);
+    sidecar.wait_log("discovery's scan returned again");
+    wait_until("the folder no longer hung", Duration::from_secs(30), || {
+        get_json(sidecar.addr, "/status").is_some_and(|s| s["hung_files"].get(&run_dir).is_none())
     });
 }
 

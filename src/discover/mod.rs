@@ -12,6 +12,7 @@ mod procs;
 
 pub use files::classify;
 
+use crate::clock;
 use crate::config::{
     normalize, same_file, Config, ConfigError, LogConfig, OutputConfig, RawConfig, RawLog,
 };
@@ -118,6 +119,24 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
     }
 }
 
+/// How long the first scan may take before the sidecar gives up starting: the run's folder
+/// can sit on a hung mount, and `/proc` can block on a process stuck in the kernel.
+const STARTUP_SCAN_WAIT: Duration = Duration::from_secs(30);
+
+/// [`scan`] on a thread of its own, if it returns within `wait`; a scan that does not is left
+/// to its thread.
+fn scan_within(dir: &Path, wait: Duration) -> Option<Discovered> {
+    let (found, scanned) = mpsc::channel();
+    let dir = dir.to_path_buf();
+    std::thread::Builder::new()
+        .name("discovery".into())
+        .spawn(move || {
+            let _ = found.send(scan(&dir));
+        })
+        .ok()?;
+    scanned.recv_timeout(wait).ok()
+}
+
 /// The configuration to run with: `raw` as given, and with `run_dir` what discovery found
 /// for the keys it leaves unset.
 pub fn configure(raw: RawConfig) -> Result<Config, ConfigError> {
@@ -131,7 +150,16 @@ pub fn configure(raw: RawConfig) -> Result<Config, ConfigError> {
         ));
     }
     let dir = normalize(&dir);
-    let found = scan(&dir);
+    let found = scan_within(&dir, STARTUP_SCAN_WAIT).ok_or_else(|| {
+        ConfigError::invalid(
+            "run_dir",
+            format!(
+                "scanning {} and /proc has not returned in {} s: the file system under it (or a process in /proc) does not answer",
+                dir.display(),
+                STARTUP_SCAN_WAIT.as_secs()
+            ),
+        )
+    })?;
     let mut merged = raw.clone();
     apply(&found, &mut merged);
     let mut config = merged.validate()?;
@@ -229,10 +257,44 @@ impl Discovery {
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
+        // A scan that does not return (a hung mount, a process stuck in the kernel) is waited
+        // for at the next ticks, never started twice; past HUNG_AFTER the folder is named.
+        let mut pending = None;
+        let mut hung = false;
+        let wait = Duration::from_secs_f64(crate::model::HUNG_AFTER);
         loop {
             ticks.tick().await;
-            let scan_dir = dir.clone();
-            let Ok(mut found) = tokio::task::spawn_blocking(move || scan(&scan_dir)).await else {
+            let (scanning, since) = pending.get_or_insert_with(|| {
+                let scan_dir = dir.clone();
+                (
+                    tokio::task::spawn_blocking(move || scan(&scan_dir)),
+                    clock::now(),
+                )
+            });
+            let found = match tokio::time::timeout(wait, &mut *scanning).await {
+                Ok(found) => found,
+                Err(_) => {
+                    if !hung {
+                        hung = true;
+                        tracing::warn!(
+                            path = %self.found.run_dir,
+                            "discovery's scan of {} and /proc has not returned for {} s; what was found before stands",
+                            self.found.run_dir,
+                            wait.as_secs()
+                        );
+                        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                        run.hung_files.insert(self.found.run_dir.clone(), *since);
+                    }
+                    continue;
+                }
+            };
+            pending = None;
+            if std::mem::take(&mut hung) {
+                tracing::info!(path = %self.found.run_dir, "discovery's scan returned again");
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                run.hung_files.remove(&self.found.run_dir);
+            }
+            let Ok(mut found) = found else {
                 continue;
             };
             // A driver or server no longer seen stays the one probed: its absence is what

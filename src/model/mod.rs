@@ -107,10 +107,12 @@ pub struct Run {
     /// Logs whose reads do not return (a hung mount), and since when: a cause of its own.
     #[serde(skip)]
     pub hung_files: BTreeMap<String, Seconds>,
-    /// The output or input file the output source is reading now, and since when: one whose
-    /// read has not returned for [`HUNG_AFTER`] seconds is hung too.
+    /// The output or input files (or globs) the output source's readers are in now, each
+    /// under a number of its own (a glob can spell a path), and since their last progress: one
+    /// that has made none for [`HUNG_AFTER`] seconds is hung. More than one when a reader
+    /// stuck in a call that does not return was left behind.
     #[serde(skip)]
-    pub output_reading: Option<(String, Seconds)>,
+    pub output_reading: BTreeMap<u64, (String, Seconds)>,
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
     pub refused_files: std::collections::BTreeSet<String>,
@@ -221,9 +223,10 @@ impl Run {
     /// by their threads, and the output file being read, if for [`HUNG_AFTER`] already.
     pub fn hung(&self, now: Seconds) -> BTreeMap<String, Seconds> {
         let mut hung = self.hung_files.clone();
-        if let Some((path, since)) = &self.output_reading {
+        for (path, since) in self.output_reading.values() {
             if now - since >= HUNG_AFTER {
-                hung.insert(path.clone(), *since);
+                let earliest = hung.entry(path.clone()).or_insert(*since);
+                *earliest = earliest.min(*since);
             }
         }
         hung
@@ -235,8 +238,8 @@ impl Run {
         let stuck = name == "outputs"
             && self
                 .output_reading
-                .as_ref()
-                .is_some_and(|(_, since)| now - since >= HUNG_AFTER);
+                .values()
+                .any(|(_, since)| now - since >= HUNG_AFTER);
         state.up && !stuck
     }
 

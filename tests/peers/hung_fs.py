@@ -1,10 +1,12 @@
 """A FUSE file system whose one file hangs mid-read, as a hung NFS or Lustre mount does.
 
-usage: hung_fs.py BACKING MOUNTPOINT BLOCK_AT RELEASE
+usage: hung_fs.py BACKING MOUNTPOINT BLOCK_AT RELEASE [HANG_DIRS]
 
 MOUNTPOINT/NAME serves the bytes of BACKING (NAME is BACKING's file name; its size as it
 grows). A read that reaches byte BLOCK_AT returns what lies before it; the next read, from
-BLOCK_AT on, blocks until the file RELEASE exists, then everything is served.
+BLOCK_AT on, blocks until the file RELEASE exists, then everything is served. While the file
+HANG_DIRS exists, listing the mount's folder blocks too (until HANG_DIRS is gone or RELEASE
+exists): a glob or a folder scan over a hung mount.
 
 A blocked read gives up (EINTR) when the kernel interrupts it because its caller is killed, as
 NFS does since its requests became killable: a process stuck on a hung mount can still exit.
@@ -19,6 +21,7 @@ import fusepy
 from fusepy import FUSE, FuseOSError, Operations
 
 backing, mountpoint, block_at, release = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+hang_dirs = sys.argv[5] if len(sys.argv) > 5 else None
 name = "/" + os.path.basename(backing)
 
 
@@ -35,6 +38,10 @@ class HungFS(Operations):
                 "st_mtime": st.st_mtime, "st_ctime": st.st_ctime, "st_atime": st.st_atime}
 
     def readdir(self, path, fh):
+        while hang_dirs and os.path.exists(hang_dirs) and not os.path.exists(release):
+            if fusepy._libfuse.fuse_interrupted():
+                raise FuseOSError(errno.EINTR)
+            time.sleep(0.05)
         return [".", "..", name[1:]]
 
     def open(self, path, flags):

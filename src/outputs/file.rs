@@ -1,0 +1,237 @@
+//! One followed output or input file: its follower, its counts, and how they reach the model.
+//!
+//! A file lives behind a mutex of its own, held by the reader that polls it: a reader stuck in
+//! a call on it (a hung mount) holds that file alone, and the next reader passes it by.
+
+use super::record::{self, Inspector};
+use crate::clock;
+use crate::model::{InputFile, OutputFile, OutputStats, Run};
+use crate::tail::{Follower, Position, TailStats, Tailed};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Bytes read from one file per model update.
+const BATCH_BYTES: u64 = 8 * 1024 * 1024;
+/// A file unchanged for this many polls in a row (30 s at the default 250 ms) is looked at
+/// only every `QUIET_EVERY` polls (1 s) until it changes again.
+const QUIET_POLLS: u32 = 120;
+const QUIET_EVERY: u32 = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(super) enum Kind {
+    /// An output file; the index of its `[[outputs]]` entry.
+    Output(usize),
+    /// An input file: its lines are planned requests.
+    Input,
+}
+
+impl Kind {
+    pub(super) fn key(self) -> String {
+        match self {
+            Kind::Output(i) => format!("outputs[{i}]"),
+            Kind::Input => "inputs".to_owned(),
+        }
+    }
+
+    pub(super) fn noun(self) -> &'static str {
+        match self {
+            Kind::Output(_) => "output file",
+            Kind::Input => "input file",
+        }
+    }
+}
+
+/// What a restart needs of one file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct SavedFile {
+    pub(super) kind: Kind,
+    pub(super) partition: String,
+    pub(super) stats: OutputStats,
+    pub(super) tail: TailStats,
+    pub(super) position: Option<Position>,
+}
+
+pub(super) struct Followed {
+    follower: Follower,
+    pub(super) kind: Kind,
+    partition: String,
+    /// Compiled pointers for an inspected output; `None` when records are only counted.
+    inspector: Option<Arc<Inspector>>,
+    stats: OutputStats,
+    /// A saved position to continue from, taken up at the first poll (it opens the file).
+    resume: Option<SavedFile>,
+    /// The last problem reported for this file, so a lasting one is logged once.
+    problem: Option<String>,
+    /// The modification time last copied into the model (`Some(None)` when it had none).
+    published: Option<Option<std::time::SystemTime>>,
+    /// Polls in a row that found nothing new.
+    unchanged: u32,
+}
+
+/// What one poll of a file found.
+pub(super) struct Polled {
+    /// The file could be read.
+    pub(super) up: bool,
+    /// Anything about it changed.
+    pub(super) touched: bool,
+}
+
+impl Followed {
+    pub(super) fn new(
+        path: &Path,
+        kind: Kind,
+        partition: String,
+        inspector: Option<Arc<Inspector>>,
+        max_record_bytes: usize,
+        resume: Option<SavedFile>,
+    ) -> Followed {
+        let follower = Follower::new(path, max_record_bytes).path_only();
+        let follower = if inspector.is_some() {
+            follower.newline_only()
+        } else {
+            follower.count_only()
+        };
+        Followed {
+            follower,
+            kind,
+            partition,
+            inspector,
+            stats: OutputStats::default(),
+            resume,
+            problem: None,
+            published: None,
+            unchanged: 0,
+        }
+    }
+
+    /// What a restart needs to continue where this file stands.
+    pub(super) fn saved(&self) -> SavedFile {
+        SavedFile {
+            kind: self.kind,
+            partition: self.partition.clone(),
+            stats: self.stats.clone(),
+            tail: self.follower.stats(),
+            position: self.follower.position(),
+        }
+    }
+
+    /// Whether this poll looks at the file. A file is looked at (one `stat`) every poll, and
+    /// read only when its size, modification time or identity changed. One unchanged for
+    /// `QUIET_POLLS` polls is looked at every `QUIET_EVERY`th poll until it changes: a byte
+    /// written to a file that was quiet for 30 s is seen within `QUIET_EVERY` poll intervals
+    /// (1 s at the default), any other within one.
+    pub(super) fn due(&mut self) -> bool {
+        if self.unchanged >= QUIET_POLLS && self.problem.is_none() {
+            self.unchanged += 1;
+            return self.unchanged.is_multiple_of(QUIET_EVERY);
+        }
+        true
+    }
+
+    /// Reads the file to its end in batches, copying each batch into the model; `progress`
+    /// is called after each, so a long read is not taken for a hung one.
+    pub(super) fn poll(&mut self, path: &Path, run: &Mutex<Run>, progress: &dyn Fn()) -> Polled {
+        if let Some(saved) = self.resume.take() {
+            self.follower.set_stats(saved.tail);
+            match &saved.position {
+                Some(pos) if self.follower.resume(Some(pos), &[]).in_place => {
+                    self.stats = saved.stats
+                }
+                _ => tracing::info!(
+                    path = %path.display(),
+                    "{} changed while the sidecar was down; counting it again",
+                    path.display()
+                ),
+            }
+        }
+        let inspect = self.inspector.clone();
+        let mut touched = false;
+        loop {
+            let stats = &mut self.stats;
+            let result = self.follower.poll(BATCH_BYTES, |tailed| {
+                touched = true;
+                match tailed {
+                    Tailed::Line(line) => match &inspect {
+                        Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
+                        None => stats.add(&record::Facts::default(), line.len()),
+                    },
+                    Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
+                    Tailed::Oversized => stats.add_oversized(),
+                    Tailed::Reset => *stats = OutputStats::default(),
+                }
+            });
+            progress();
+            let polled = match result {
+                Ok(polled) => polled,
+                Err(e) => {
+                    self.report(path, e.to_string());
+                    if self.follower.refusing() {
+                        let key = path.display().to_string();
+                        run.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .refused_files
+                            .insert(key);
+                    }
+                    return Polled { up: false, touched };
+                }
+            };
+            let modified = self.follower.modified();
+            if touched || self.published != Some(modified) {
+                self.publish(path, modified, run);
+                touched = true;
+            }
+            if !polled.more {
+                if self.problem.take().is_some() {
+                    tracing::info!(path = %path.display(), "reading {} again", path.display());
+                    let key = path.display().to_string();
+                    run.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refused_files
+                        .remove(&key);
+                }
+                self.unchanged = if touched {
+                    0
+                } else {
+                    self.unchanged.saturating_add(1)
+                };
+                return Polled { up: true, touched };
+            }
+        }
+    }
+
+    fn publish(&mut self, path: &Path, modified: Option<std::time::SystemTime>, run: &Mutex<Run>) {
+        self.published = Some(modified);
+        let key = path.display().to_string();
+        let last_write = modified.map(clock::unix_seconds);
+        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        match self.kind {
+            Kind::Output(_) => {
+                run.outputs.insert(
+                    key,
+                    OutputFile {
+                        partition: self.partition.clone(),
+                        stats: self.stats.clone(),
+                        last_write,
+                    },
+                );
+            }
+            Kind::Input => {
+                run.inputs.insert(
+                    key,
+                    InputFile {
+                        partition: self.partition.clone(),
+                        lines: self.stats.records,
+                    },
+                );
+            }
+        }
+    }
+
+    fn report(&mut self, path: &Path, message: String) {
+        if self.problem.as_deref() != Some(message.as_str()) {
+            tracing::warn!(path = %path.display(), "{message}");
+            self.problem = Some(message);
+        }
+    }
+}
