@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real peers the tests talk to (DESIGN §9): Prometheus and promtool, Python's
+# Installs the real peers the tests talk to (docs/testing.md): Prometheus and promtool, Python's
 # aiosmtpd (a real SMTP server), the tqdm library (writes the progress logs we parse), openssl
 # (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
 # HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's

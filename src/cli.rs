@@ -1,4 +1,4 @@
-//! The command line (DESIGN §6). Every `run` flag has a config-file key of the same name
+//! The command line (`docs/configuration.md`). Every `run` flag has a config-file key of the same name
 //! (dashes become underscores); flags win over the file.
 
 use crate::config::{GpuMode, Listen, RawConfig, RawLog, RawOutputs};

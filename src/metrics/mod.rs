@@ -1,4 +1,5 @@
-//! The Prometheus exposition: the model encoded at scrape time with the DESIGN §5 names.
+//! The Prometheus exposition: the model encoded at scrape time, with the names of the contract
+//! in `docs/metrics.md`.
 //!
 //! A custom `Collector` rather than registered metric objects: the model is the one source of
 //! truth, and a scrape reads it under a short lock. No file or NVML call happens here.

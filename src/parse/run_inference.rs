@@ -1,4 +1,4 @@
-//! The `run_inference` format: what `run_inference.py`-style drivers print (DESIGN §4.1).
+//! The `run_inference` format: what `run_inference.py`-style drivers print (`docs/formats.md`).
 //!
 //! ```text
 //! Model: /shared/kimi-k2.5-int4

@@ -1,8 +1,8 @@
 //! The status of a run at a glance: one JSON document (`/status`), rendered for a terminal by
 //! `pipeline-pulse status` and for a browser by the page at `/`.
 //!
-//! The document is built from the model by a pure function; its schema is documented in the
-//! README and is what scripts may rely on.
+//! The document is built from the model by a pure function; its schema is documented in
+//! `docs/status.md` and is what scripts may rely on.
 
 pub mod client;
 pub mod terminal;
@@ -42,7 +42,7 @@ pub struct Status {
     /// The last lines of the inference server's log, when one is followed.
     #[serde(default)]
     pub server_log_tail: Vec<String>,
-    /// Partitions whose output files an earlier run left: not in `run` (see the README).
+    /// Partitions whose output files an earlier run left: not in `run` (see `docs/formats.md`, output files).
     #[serde(default)]
     pub previous: Vec<PreviousStatus>,
     /// What `--run-dir` discovery found.

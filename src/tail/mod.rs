@@ -1,6 +1,7 @@
 //! A file follower that keeps its promises: every line once, whole, in order.
 //!
-//! Built the way mtail, Vector and Fluent Bit build theirs (DESIGN §3), not on inotify:
+//! Built the way mtail, Vector and Fluent Bit build theirs (`docs/architecture.md` says why),
+//! not on inotify:
 //!
 //! - it polls `stat` (works on NFS, where no change events arrive) and reads new bytes with
 //!   `pread` from an offset it keeps;
