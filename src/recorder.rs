@@ -27,6 +27,7 @@ pub fn restore(state: Option<&StateDir>, resolution: f64, span: f64) -> History 
         serde_json::from_reader::<_, History>(std::io::BufReader::new(file))
             .map_err(|e| {
                 tracing::warn!(
+                    path = %path.display(),
                     "cannot read the history {}: {e}; starting it afresh",
                     path.display()
                 )
@@ -50,9 +51,11 @@ pub fn save(run: &Mutex<Run>, state: Option<&StateDir>) {
         .history
         .clone();
     if let Err(e) = state.save_json(SAVED, &history) {
+        let path = state.path(SAVED);
         tracing::warn!(
+            path = %path.display(),
             "cannot save the history to {}: {e}",
-            state.path(SAVED).display()
+            path.display()
         );
     }
 }

@@ -65,6 +65,7 @@ impl StateDir {
         let s: Snapshot = self.load_json(SNAPSHOT)?;
         if s.version != VERSION {
             tracing::warn!(
+                path = %self.snapshot_path().display(),
                 "ignoring the snapshot {}: version {} is not {VERSION}; reading the logs from the start",
                 self.snapshot_path().display(),
                 s.version
@@ -88,6 +89,7 @@ impl StateDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
             Err(e) => {
                 tracing::warn!(
+                    path = %path.display(),
                     "cannot read the state file {}: {e}; starting afresh without it",
                     path.display()
                 );
@@ -97,6 +99,7 @@ impl StateDir {
         serde_json::from_slice(&bytes)
             .map_err(|e| {
                 tracing::warn!(
+                    path = %path.display(),
                     "ignoring the corrupt snapshot {}: {e}; starting afresh",
                     path.display()
                 )

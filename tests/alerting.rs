@@ -386,8 +386,10 @@ fn nothing_is_evaluated_before_every_input_has_been_read_once() {
     sidecar.wait_metrics("the log read", |m| {
         m.partition("pulse_partition_requests_completed", "A") == Some(100.0)
     });
-    // Several evaluation intervals pass with the stall in the model but the probe unanswered.
-    std::thread::sleep(Duration::from_millis(500));
+    // Several rounds of the engine pass with the stall in the model but the probe unanswered.
+    sidecar.wait_metrics("five rounds held back", |m| {
+        m.get("pulse_alert_rounds_total", "outcome=\"waiting\"") >= Some(5.0)
+    });
     assert_eq!(sidecar.get("/-/ready").status, 503);
     assert_eq!(
         sidecar

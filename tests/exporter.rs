@@ -160,10 +160,15 @@ fn a_line_written_in_two_halves_is_counted_once() {
     sidecar.wait_metrics("the header", |m| {
         m.get("pulse_log_lines_total", &path_label) == Some(1.0)
     });
+    let polls = sidecar
+        .metrics()
+        .get("pulse_collector_runs_total", "collector=\"log\"")
+        .expect("the polls counted");
     append(&log, "  250/1000 (3 e");
-    // The pause the writer's buffer makes: many poll intervals pass with half a line on disk.
-    std::thread::sleep(Duration::from_millis(300));
-    let m = sidecar.metrics();
+    // The pause the writer's buffer makes: several polls pass with half a line on disk.
+    let m = sidecar.wait_metrics("three polls with half a line", |m| {
+        m.get("pulse_collector_runs_total", "collector=\"log\"") >= Some(polls + 3.0)
+    });
     assert_eq!(
         m.get("pulse_log_lines_total", &path_label),
         Some(1.0),

@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::time::Duration;
 
 fn sglang(tokens: u64, reason: &str, text: &str) -> String {
     format!(
@@ -233,8 +232,14 @@ fn an_unreadable_output_file_sets_the_collector_down_and_recovers() {
         m.get("pulse_collector_up", "collector=\"outputs\"") == Some(0.0)
     });
     sidecar.wait_log("cannot read");
-    // The poll interval is 20 ms: many polls meet the same problem while it lasts...
-    std::thread::sleep(Duration::from_millis(300));
+    // Many polls meet the same problem while it lasts...
+    let polls = sidecar
+        .metrics()
+        .get("pulse_collector_runs_total", "collector=\"outputs\"")
+        .expect("the polls counted");
+    sidecar.wait_metrics("ten polls meeting the problem", |m| {
+        m.get("pulse_collector_runs_total", "collector=\"outputs\"") >= Some(polls + 10.0)
+    });
     std::fs::remove_dir(&raw).unwrap();
     append(&raw, &sglang(1, "stop", "a").repeat(3));
     // ...and it was logged once, not once a poll.

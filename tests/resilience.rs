@@ -219,6 +219,12 @@ fn json_logs_are_one_object_per_event_with_the_fields_as_keys() {
             .any(|e| e["message"].as_str().is_some_and(|m| m.contains("run.log"))),
         "{events:?}"
     );
+    // The followed log's path is a key of its own too, for a collector to filter on.
+    assert!(
+        events.iter().any(|e| e["path"] == path_str(&log)),
+        "no event with `path` {:?}: {events:?}",
+        path_str(&log)
+    );
 
     // A config error in JSON mode is an event too, and still exit 2.
     let (code, stderr) = run_with(
@@ -235,6 +241,57 @@ fn json_logs_are_one_object_per_event_with_the_fields_as_keys() {
             .contains("`poll_interval`"),
         "{event}"
     );
+}
+
+#[test]
+fn json_logs_of_an_alert_carry_the_alert_partition_and_channel_as_fields() {
+    let dir = temp_dir();
+    // Progress that stopped two minutes ago: Stalled fires at the first evaluation.
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: B1 (SHORT)\nB1: 1000 prompts\n  100/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=15m\n",
+    )
+    .unwrap();
+    set_mtime(&log, 120);
+    let hook = common::receiver::Receiver::start(&[]);
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "stall_after = \"1s\"\nalert_interval = \"100ms\"\n[[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n[[logs]]\npath = {:?}\n",
+            hook.url("/hook"),
+            path_str(&log)
+        ),
+    )
+    .unwrap();
+    let sidecar = Sidecar::run(&[
+        "--log-output",
+        "json",
+        "--gpu",
+        "off",
+        "--config",
+        path_str(&config),
+    ]);
+    let event = |line: String| -> serde_json::Value {
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    };
+
+    let firing = event(sidecar.wait_log("FIRING Stalled"));
+    assert_eq!(firing["level"], "WARN", "{firing}");
+    assert_eq!(firing["alert"], "Stalled", "{firing}");
+    assert_eq!(firing["partition"], "B1", "{firing}");
+
+    // The receiver answers 200: the first attempt is sent.
+    let sent = event(sidecar.wait_log("alert(s) to webhooks[0]"));
+    assert!(
+        sent["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("sent ")),
+        "{sent}"
+    );
+    assert_eq!(sent["channel"], "webhooks[0]", "{sent}");
+    assert_eq!(sent["alert"], "Stalled", "{sent}");
 }
 
 #[test]

@@ -152,6 +152,8 @@ impl Engine {
             }
             if waiting && unread.load(Ordering::Acquire) > 0 {
                 if started.elapsed() < FIRST_READ_LIMIT {
+                    let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                    run.alert_rounds.waiting += 1;
                     continue;
                 }
                 tracing::warn!(
@@ -166,6 +168,7 @@ impl Engine {
 
     fn evaluate(&mut self, now: f64) {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        run.alert_rounds.evaluated += 1;
         self.saved.history.record(&run, now);
         let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
         let notifications = self.saved.lifecycle.step(
@@ -217,7 +220,13 @@ impl Engine {
             .collect();
         let status = Status::from_run(&run, &self.config.context.host, now);
         if !notifications.is_empty() {
+            let partition = match notifications.as_slice() {
+                [one] => one.condition.partition.as_deref(),
+                _ => None,
+            };
             tracing::warn!(
+                alert = %alert_names(notifications.iter().map(|n| n.condition.alert.as_str())),
+                partition,
                 "{}",
                 email::subject(&notifications, &self.config.context.host)
             );
@@ -286,7 +295,10 @@ impl Engine {
                 email.with_chart(png, "The last hours: completed requests, tok/s (shaded: the alert), GPU utilization")
             }
             Err(e) => {
-                tracing::warn!("the alert email goes without its chart: {e}");
+                tracing::warn!(
+                    channel = EMAIL,
+                    "the alert email goes without its chart: {e}"
+                );
                 self.run
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -326,7 +338,11 @@ impl Engine {
                 &context.host,
             ) {
                 Ok(message) => out.push(message),
-                Err(e) => tracing::error!("cannot compose the alert email: {e}"),
+                Err(e) => tracing::error!(
+                    channel = EMAIL,
+                    alert = %alert_names(alerts.iter().map(String::as_str)),
+                    "cannot compose the alert email: {e}"
+                ),
             }
         }
         let interval = self.config.interval.as_secs_f64();
@@ -435,9 +451,16 @@ impl Engine {
         let now = clock::now();
         let base = self.config.retry_backoff.as_secs_f64();
         let message = &mut self.saved.outbox[i];
+        let alert = alert_names(message.alerts.iter().map(String::as_str));
         let result = match &outcome {
             Outcome::Sent => {
-                tracing::info!("sent \"{}\" ({})", message.subject, message.channel);
+                tracing::info!(
+                    channel = %message.channel,
+                    alert = %alert,
+                    "sent \"{}\" ({})",
+                    message.subject,
+                    message.channel
+                );
                 "sent"
             }
             Outcome::Retry(e, after) => {
@@ -445,6 +468,8 @@ impl Engine {
                 let wait = delivery::backoff(message.attempts, base).max(after.unwrap_or(0.0));
                 message.next_attempt_at = now + wait;
                 tracing::warn!(
+                    channel = %message.channel,
+                    alert = %alert,
                     "sending \"{}\" ({}) failed (attempt {}): {e}; trying again in {wait:.0}s",
                     message.subject,
                     message.channel,
@@ -454,6 +479,8 @@ impl Engine {
             }
             Outcome::Rejected(e) => {
                 tracing::error!(
+                    channel = %message.channel,
+                    alert = %alert,
                     "\"{}\" was rejected for good by {}, dropping it: {e}",
                     message.subject,
                     message.channel
@@ -478,9 +505,11 @@ impl Engine {
             return;
         };
         if let Err(e) = state.save_json(SAVED, &self.saved) {
+            let path = state.path(SAVED);
             tracing::warn!(
+                path = %path.display(),
                 "cannot save the alert state {}: {e}",
-                state.path(SAVED).display()
+                path.display()
             );
         }
     }
@@ -501,7 +530,7 @@ impl Senders {
             match Transport::build(&delivery.target, delivery.timeout) {
                 Ok(t) => Some((t, delivery.timeout)),
                 Err(e) => {
-                    tracing::error!("alert emails cannot be sent: {e}");
+                    tracing::error!(channel = EMAIL, "alert emails cannot be sent: {e}");
                     None
                 }
             }
@@ -512,7 +541,11 @@ impl Senders {
             .filter_map(|channel| match channel.client() {
                 Ok(client) => Some((channel.clone(), client)),
                 Err(e) => {
-                    tracing::error!("{} cannot be sent to: {e}", channel.name);
+                    tracing::error!(
+                        channel = %channel.name,
+                        "{} cannot be sent to: {e}",
+                        channel.name
+                    );
                     None
                 }
             })
@@ -580,6 +613,18 @@ fn count(run: &mut Run, alert: &str, result: &str, channel: &str) {
     *run.notifications
         .entry((alert.to_owned(), result.to_owned(), channel.to_owned()))
         .or_default() += 1;
+}
+
+/// The `alert` field of a log event about notifications: each alert once, comma-separated
+/// (`Stalled`, or `Stalled,ServerDown` for one email about several).
+fn alert_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut distinct: Vec<&str> = Vec::new();
+    for name in names {
+        if !distinct.contains(&name) {
+            distinct.push(name);
+        }
+    }
+    distinct.join(",")
 }
 
 /// `test-notify`: one test message through every configured channel, now, without the

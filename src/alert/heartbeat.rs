@@ -37,7 +37,7 @@ pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
             authorization: None,
         },
         Err(e) => {
-            tracing::error!("the heartbeat cannot start: {e}");
+            tracing::error!(url = %config.url, "the heartbeat cannot start: {e}");
             return;
         }
     };
@@ -63,11 +63,15 @@ async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
                 let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
                 run.heartbeat_last_success = Some(clock::now());
             } else {
-                tracing::info!("heartbeat: told {url} that {} is down", down.join(", "));
+                tracing::info!(
+                    url = %url,
+                    "heartbeat: told {url} that {} is down",
+                    down.join(", ")
+                );
             }
         }
-        Ok((status, _)) => tracing::warn!("heartbeat: {url} answered {status}"),
-        Err(e) => tracing::warn!("heartbeat: {url}: {e}"),
+        Ok((status, _)) => tracing::warn!(url = %url, "heartbeat: {url} answered {status}"),
+        Err(e) => tracing::warn!(url = %url, "heartbeat: {url}: {e}"),
     }
 }
 

@@ -205,9 +205,11 @@ impl Store {
         if *silences != before {
             if let Some(state) = &self.state {
                 if let Err(e) = state.save_json(SAVED, &*silences) {
+                    let path = state.path(SAVED);
                     tracing::warn!(
+                        path = %path.display(),
                         "cannot save the silences to {}: {e}",
-                        state.path(SAVED).display()
+                        path.display()
                     );
                 }
             }

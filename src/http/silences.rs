@@ -84,6 +84,8 @@ pub(super) async fn answer(
             match state.silences.with(|s| s.add(new, now)) {
                 Ok(silence) => {
                     tracing::info!(
+                        alert = silence.alert.as_deref(),
+                        partition = silence.partition.as_deref(),
                         "silence {} added from {peer} until {}: {}",
                         silence.id,
                         humantime::format_rfc3339_seconds(

@@ -74,12 +74,14 @@ impl FollowedLog {
             .resume(saved.position.as_ref(), &saved.draining);
         for (found, offset) in &resumed.draining {
             tracing::info!(
+                path = %path,
                 "{path}: draining the rotated file {} from byte {offset}",
                 found.display()
             );
         }
         for lost in &resumed.lost {
             tracing::warn!(
+                path = %path,
                 "{path}: the file it was reading (inode {}) is gone from its folder; \
                  what was written to it after byte {} cannot be read",
                 lost.ino,
@@ -88,9 +90,10 @@ impl FollowedLog {
         }
         match &saved.position {
             Some(position) if resumed.in_place => {
-                tracing::info!("resuming {path} at byte {}", position.offset)
+                tracing::info!(path = %path, "resuming {path} at byte {}", position.offset)
             }
             Some(_) => tracing::info!(
+                path = %path,
                 "{path} was replaced while the sidecar was down; reading it from the start"
             ),
             None => {}
@@ -258,17 +261,20 @@ impl FollowedLog {
         match &self.parser {
             Parser::Auto(detect) => {
                 if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
-                    tracing::info!("log {path}: format {format}, detected from the line {reason:?}")
+                    tracing::info!(
+                        path = %path,
+                        "log {path}: format {format}, detected from the line {reason:?}"
+                    )
                 }
             }
             Parser::Server(server) => {
                 if let Some(format) = server.format() {
-                    tracing::info!("server log {path}: format {format}");
+                    tracing::info!(path = %path, "server log {path}: format {format}");
                 }
             }
             parser => {
                 if let Some(format) = parser.format() {
-                    tracing::info!("log {path}: format {format}, as configured");
+                    tracing::info!(path = %path, "log {path}: format {format}, as configured");
                 }
             }
         }
@@ -276,10 +282,11 @@ impl FollowedLog {
 
     fn problem(&mut self, level: tracing::Level, message: String) {
         if self.last_problem.as_deref() != Some(message.as_str()) {
+            let path = self.follower.path().display();
             if level == tracing::Level::WARN {
-                tracing::warn!("{message}");
+                tracing::warn!(path = %path, "{message}");
             } else {
-                tracing::info!("{message}");
+                tracing::info!(path = %path, "{message}");
             }
             self.last_problem = Some(message);
         }
@@ -287,7 +294,8 @@ impl FollowedLog {
 
     fn recovered(&mut self) {
         if self.last_problem.take().is_some() {
-            tracing::info!("reading log {}", self.follower.path().display());
+            let path = self.follower.path().display();
+            tracing::info!(path = %path, "reading log {path}");
         }
     }
 }

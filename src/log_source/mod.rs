@@ -98,7 +98,11 @@ impl LogSource {
         };
         while let Ok(log) = additions.try_recv() {
             let kind = if log.server { "server log" } else { "log" };
-            tracing::info!("following the discovered {kind} {}", log.path.display());
+            tracing::info!(
+                path = %log.path.display(),
+                "following the discovered {kind} {}",
+                log.path.display()
+            );
             let followed = FollowedLog::new(&log, self.max_line_bytes);
             let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
             run.add_log(log.path.display().to_string(), log.server);
@@ -119,7 +123,9 @@ impl LogSource {
             let path = log.follower.path().display().to_string();
             match Worker::start(log, index, self.run.clone(), self.positions.clone()) {
                 Ok(worker) => self.workers.push(worker),
-                Err(e) => tracing::error!("cannot start a thread to read {path}: {e}"),
+                Err(e) => {
+                    tracing::error!(path = %path, "cannot start a thread to read {path}: {e}")
+                }
             }
         }
     }
@@ -174,6 +180,7 @@ impl LogSource {
             Ok(()) => {}
             Err(e) if !self.failing => {
                 tracing::warn!(
+                    path = %state.snapshot_path().display(),
                     "cannot save the snapshot {}: {e}; a restart will read the logs from the start",
                     state.snapshot_path().display()
                 );
@@ -237,7 +244,11 @@ impl LogSource {
         for worker in &mut self.workers {
             if worker.answered_by(deadline) && worker.hung {
                 worker.hung = false;
-                tracing::info!("{} answers again; reading it", worker.path);
+                tracing::info!(
+                    path = %worker.path,
+                    "{} answers again; reading it",
+                    worker.path
+                );
                 let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
                 run.hung_files.remove(&worker.path);
             }
@@ -261,6 +272,7 @@ impl LogSource {
             let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
             for path in &newly_hung {
                 tracing::warn!(
+                    path = %path,
                     "{path}: a read has not returned for {}s: the file system under it does not answer; the other logs go on",
                     crate::model::HUNG_AFTER
                 );

@@ -39,10 +39,19 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             t,
         )?;
     }
+    let rounds = run.alert_rounds;
+    family(
+        enc,
+        "pulse_alert_rounds",
+        "Rounds of the alert engine by outcome: evaluated, or waiting (held back while an input is on its first read).",
+        MetricType::Counter,
+        [("evaluated", rounds.evaluated), ("waiting", rounds.waiting)]
+            .map(|(outcome, n)| ([("outcome", outcome)], ConstCounter::new(n))),
+    )?;
     family(
         enc,
         "pulse_notifications",
-        "Alert notifications by outcome (sent, failed: an attempt that will be retried, rejected: dropped for good, not_configured) and channel (email, alertmanager[i], webhooks[i]).",
+        "Alert notifications by outcome (sent, failed: an attempt that will be retried, rejected: dropped for good, not_configured) and channel (email, alertmanager_urls[i], webhooks[i]).",
         MetricType::Counter,
         run.notifications.iter().map(|((alert, result, channel), n)| {
             (

@@ -94,5 +94,14 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut DescriptorEncoder) -> fmt::R
         run.collectors
             .iter()
             .map(|(c, s)| ([("collector", *c)], ConstGauge::new(s.duration_seconds))),
+    )?;
+    family(
+        enc,
+        "pulse_collector_runs",
+        "Collections the source has ended since the sidecar started: wait on it for the next one.",
+        MetricType::Counter,
+        run.collectors
+            .iter()
+            .map(|(c, s)| ([("collector", *c)], ConstCounter::new(s.runs))),
     )
 }

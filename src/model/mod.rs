@@ -125,6 +125,10 @@ pub struct Run {
     /// Alert emails sent without their chart because it could not be drawn.
     #[serde(skip)]
     pub chart_failures: u64,
+    /// Rounds of the alert engine: evaluated, and held back while an input is on its first
+    /// read.
+    #[serde(skip)]
+    pub alert_rounds: AlertRounds,
     /// When the heartbeat's outside service last took a ping.
     #[serde(skip)]
     pub heartbeat_last_success: Option<Seconds>,
@@ -180,11 +184,22 @@ pub struct LogStats {
     current: Option<String>,
 }
 
+/// Rounds of the alert engine since the sidecar started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlertRounds {
+    pub evaluated: u64,
+    /// Held back: some input was still on its first read.
+    pub waiting: u64,
+}
+
 /// How a source fared on its latest collection.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CollectorState {
     pub up: bool,
     pub duration_seconds: f64,
+    /// Collections ended since the sidecar started: what "the next poll has happened" is
+    /// waited on with, by a test or a user.
+    pub runs: u64,
 }
 
 impl Run {
@@ -408,20 +423,14 @@ impl Run {
     }
 
     pub fn expect_collector(&mut self, name: &'static str) {
-        self.collectors.entry(name).or_insert(CollectorState {
-            up: false,
-            duration_seconds: 0.0,
-        });
+        self.collectors.entry(name).or_default();
     }
 
     pub fn set_collector(&mut self, name: &'static str, up: bool, duration_seconds: f64) {
-        self.collectors.insert(
-            name,
-            CollectorState {
-                up,
-                duration_seconds,
-            },
-        );
+        let state = self.collectors.entry(name).or_default();
+        state.up = up;
+        state.duration_seconds = duration_seconds;
+        state.runs += 1;
     }
 }
 

@@ -141,7 +141,8 @@ impl OutputSource {
                 .insert(path.display().to_string(), file.saved());
         }
         if let Err(e) = state.save_json(SNAPSHOT, &self.snapshot) {
-            tracing::warn!("cannot save {}: {e}", state.path(SNAPSHOT).display());
+            let path = state.path(SNAPSHOT);
+            tracing::warn!(path = %path.display(), "cannot save {}: {e}", path.display());
         }
     }
 }

@@ -175,12 +175,16 @@ impl Probes {
         let state = run.process.get_or_insert_with(ProcessState::default);
         match state.observe(found.unwrap_or(None), clock::now()) {
             Some(ProcessChange::Started(pid)) => {
-                tracing::info!("pipeline process {pid} is running")
+                tracing::info!(pid, "pipeline process {pid} is running")
             }
-            Some(ProcessChange::Exited(pid)) => tracing::warn!("pipeline process {pid} exited"),
-            Some(ProcessChange::Replaced { old, new }) => {
-                tracing::warn!("pipeline process {old} exited; {new} runs in its place")
+            Some(ProcessChange::Exited(pid)) => {
+                tracing::warn!(pid, "pipeline process {pid} exited")
             }
+            Some(ProcessChange::Replaced { old, new }) => tracing::warn!(
+                pid = new,
+                old_pid = old,
+                "pipeline process {old} exited; {new} runs in its place"
+            ),
             None => {}
         }
         run.set_collector("process", true, started.elapsed().as_secs_f64());

@@ -78,6 +78,7 @@ impl Watched {
         match load(&self.path) {
             Ok(active) => {
                 tracing::info!(
+                    path = %self.path.display(),
                     "web config {} read again after a change",
                     self.path.display()
                 );
@@ -90,6 +91,7 @@ impl Watched {
             }
             Err(e) => {
                 tracing::warn!(
+                    path = %self.path.display(),
                     "web config changed but cannot be used, so the last good one stays: {e}"
                 );
                 current.stamps = stamps;
