@@ -1,10 +1,9 @@
 use anyhow::Context;
 use clap::Parser as _;
-use pipeline_pulse::alert::engine::send_tests;
+use pipeline_pulse::alert::engine::test_notify;
+use pipeline_pulse::cli::StatusArgs;
 use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
-use pipeline_pulse::cli::{Remote, SilenceArgs, StatusArgs};
 use pipeline_pulse::config::{Config, ConfigError, RawConfig};
-use pipeline_pulse::probe::http_get::{self, Url};
 use pipeline_pulse::status::{self, Status};
 use pipeline_pulse::{demo, discover, sidecar};
 use std::io::{IsTerminal, Write};
@@ -77,9 +76,9 @@ fn main() -> ExitCode {
             demo::server::main(&args).context("the simulated server failed")
         }
         Command::Status(args) => return status(&args),
-        Command::Silence(args) => silence(&args),
+        Command::Silence(args) => pipeline_pulse::http::silence_client::run(&args),
         Command::TestNotify(args) => match load(&args) {
-            Ok(config) => test_notify(&config),
+            Ok(config) => test_notify(&config.alerts),
             Err(e) => return config_error(&e),
         },
     };
@@ -209,7 +208,7 @@ fn status(args: &StatusArgs) -> ExitCode {
                 Err(e) => return config_error(&e),
             }
         } else {
-            status_from_url(args)
+            status::client::fetch(&args.remote)
         };
         let code = match &result {
             Ok(st) => {
@@ -269,166 +268,6 @@ fn status_from_files(config: &Config) -> anyhow::Result<Status> {
         &config.alerts.context.host,
         now,
     ))
-}
-
-/// The URL of `path` on the sidecar `--url` names, and the client to reach it with.
-fn remote(args: &Remote, path: &str) -> anyhow::Result<(Url, http_get::Client)> {
-    let base = args.url.as_deref().unwrap_or("http://127.0.0.1:9721");
-    let url = Url::parse_web(&format!("{}{path}", base.trim_end_matches('/')))
-        .map_err(anyhow::Error::msg)?;
-    let credentials = status::client::Credentials {
-        ca_file: args.ca_file.clone(),
-        cert_file: args.cert_file.clone(),
-        key_file: args.key_file.clone(),
-        user: args.user.clone(),
-        password_file: args.password_file.clone(),
-        password_env: std::env::var(status::client::PASSWORD_ENV).ok(),
-    };
-    let client = credentials.client().map_err(anyhow::Error::msg)?;
-    Ok((url, client))
-}
-
-/// `silence add|list|expire`: one request to the sidecar's silence API.
-fn silence(args: &SilenceArgs) -> anyhow::Result<()> {
-    use pipeline_pulse::cli::SilenceCommand;
-    let (path, outgoing) = match &args.command {
-        SilenceCommand::Add {
-            for_,
-            alert,
-            partition,
-            comment,
-            ..
-        } => (
-            "/api/v1/silences".to_owned(),
-            http_get::Outgoing {
-                body: Some(
-                    serde_json::json!({"for": for_, "alert": alert, "partition": partition, "comment": comment})
-                        .to_string()
-                        .into(),
-                ),
-                content_type: Some("application/json"),
-                ..Default::default()
-            },
-        ),
-        SilenceCommand::List { .. } => {
-            ("/api/v1/silences".to_owned(), http_get::Outgoing::default())
-        }
-        SilenceCommand::Expire { id, .. } => (
-            format!("/api/v1/silences/{id}"),
-            http_get::Outgoing {
-                method: Some(hyper::Method::DELETE),
-                ..Default::default()
-            },
-        ),
-    };
-    let (url, client) = remote(args.command.remote(), &path)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let answer = runtime
-        .block_on(http_get::send(
-            &client,
-            &url,
-            &outgoing,
-            std::time::Duration::from_secs(10),
-            16 * 1024 * 1024,
-        ))
-        .map_err(|e| anyhow::anyhow!("cannot reach the sidecar at {url}: {e}"))?;
-    let body = String::from_utf8_lossy(&answer.body);
-    anyhow::ensure!(
-        answer.status == 200,
-        "{url} answered {}: {}",
-        answer.status,
-        body.trim()
-    );
-    match &args.command {
-        SilenceCommand::Add { .. } => {
-            let s: serde_json::Value = serde_json::from_str(&body)?;
-            println!("{}", silence_line(&s));
-        }
-        SilenceCommand::List { .. } => {
-            let v: serde_json::Value = serde_json::from_str(&body)?;
-            let list = v["silences"].as_array().cloned().unwrap_or_default();
-            if list.is_empty() {
-                println!("no silences");
-            }
-            for s in &list {
-                println!("{}", silence_line(s));
-            }
-        }
-        SilenceCommand::Expire { id, .. } => println!("{id} expired"),
-    }
-    Ok(())
-}
-
-/// `s3  active until 2026-12-01T17:00:00Z  Stalled B1  "maintenance"`.
-fn silence_line(s: &serde_json::Value) -> String {
-    let until = s["ends_at"].as_f64().unwrap_or(0.0).max(0.0);
-    let until = humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(until),
-    );
-    let state = if s["active"].as_bool() == Some(false) {
-        "ended"
-    } else {
-        "active until"
-    };
-    format!(
-        "{}  {state} {until}  {} {}  {:?}",
-        s["id"].as_str().unwrap_or("?"),
-        s["alert"].as_str().unwrap_or("every alert"),
-        s["partition"].as_str().unwrap_or("every partition"),
-        s["comment"].as_str().unwrap_or("")
-    )
-}
-
-fn status_from_url(args: &StatusArgs) -> anyhow::Result<Status> {
-    let (url, client) = remote(&args.remote, "/status")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (code, body) = runtime
-        .block_on(http_get::get_with(
-            &client,
-            &url,
-            std::time::Duration::from_secs(10),
-            64 * 1024 * 1024,
-        ))
-        .map_err(|e| anyhow::anyhow!("cannot reach the sidecar at {url}: {e}"))?;
-    anyhow::ensure!(
-        code != 401,
-        "{url} answered 401: it asks for basic auth; give --user, and the password in {} or --password-file",
-        status::client::PASSWORD_ENV
-    );
-    anyhow::ensure!(code == 200, "{url} answered {code}");
-    serde_json::from_slice(&body)
-        .with_context(|| format!("{url} did not answer a pipeline-pulse status"))
-}
-
-fn test_notify(config: &Config) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        config.alerts.notifies(),
-        "no channel is configured: set smtp and email_to, alertmanager_urls or [[webhooks]]"
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let results = runtime.block_on(send_tests(&config.alerts));
-    let mut failed = 0;
-    for (channel, result) in &results {
-        match result {
-            Ok(()) => println!("sent a test notification: {channel}"),
-            Err(e) => {
-                failed += 1;
-                eprintln!("pipeline-pulse: the test notification was not sent: {channel}: {e}");
-            }
-        }
-    }
-    anyhow::ensure!(
-        failed == 0,
-        "{failed} of {} channel(s) failed",
-        results.len()
-    );
-    Ok(())
 }
 
 fn run_demo(args: DemoArgs) -> anyhow::Result<()> {

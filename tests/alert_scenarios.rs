@@ -7,10 +7,10 @@
 //! --nocapture`) and the goal, 1.0 and 1.0, is asserted.
 
 use pipeline_pulse::alert::lifecycle::{Kind, Lifecycle};
-use pipeline_pulse::alert::rules::{evaluate, History, Rules};
 use pipeline_pulse::alert::AlertName;
 use pipeline_pulse::model::{InputFile, OutputFile, ProcessState, Run, ServerState};
 use pipeline_pulse::parse::{Detect, Parser};
+use pipeline_pulse::rules::{evaluate, History, Rules};
 
 const T0: f64 = 1_780_000_000.0;
 const STEP: f64 = 15.0;

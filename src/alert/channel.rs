@@ -4,7 +4,7 @@
 //! wrong, and sending it again will not change that).
 
 use super::delivery::Outcome;
-use crate::probe::http_get::{self, Client, Url};
+use crate::http_client::{self, Client, Url};
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use std::sync::Arc;
@@ -64,7 +64,7 @@ const ANSWER_LIMIT: usize = 64 * 1024;
 impl HttpChannel {
     /// The TLS client this channel sends with.
     pub fn client(&self) -> Result<Client, String> {
-        let config = http_get::tls_client(self.ca_pem.as_deref())
+        let config = http_client::tls_client(self.ca_pem.as_deref())
             .map_err(|e| format!("{}: ca_file: {e}", self.name))?
             .with_no_client_auth();
         Ok(Client {
@@ -74,13 +74,13 @@ impl HttpChannel {
     }
 
     pub async fn send(&self, client: &Client, body: &str, timeout: Duration) -> Outcome {
-        let request = http_get::Outgoing {
+        let request = http_client::Outgoing {
             body: Some(Bytes::from(body.to_owned())),
             content_type: Some("application/json"),
             headers: self.headers.clone(),
             ..Default::default()
         };
-        match http_get::send(client, &self.url, &request, timeout, ANSWER_LIMIT).await {
+        match http_client::send(client, &self.url, &request, timeout, ANSWER_LIMIT).await {
             Ok(answer) => judge(answer.status, answer.retry_after, &answer.body),
             Err(e) => Outcome::Retry(e, None),
         }

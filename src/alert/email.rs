@@ -3,7 +3,7 @@
 //! HTML. Pure: notifications and a model snapshot in, subject and bodies out.
 
 use super::lifecycle::{Kind, Notification};
-use super::rules::human;
+use crate::human::human;
 use crate::model::Seconds;
 use crate::status::Status;
 use std::fmt::Write;

@@ -9,15 +9,16 @@
 //! the save that follows it would send that one message again: SMTP has no way to ask.)
 
 use super::channel::{HttpChannel, Shape};
-use super::delivery::{self, Outcome, Outgoing, Target, Transport, EMAIL};
+use super::delivery::{self, Outcome, Outgoing, Transport, EMAIL};
 use super::email::{self, Context};
 use super::lifecycle::{Kind, Lifecycle, Notification};
 use super::payload;
-use super::rules::{self, History, Rules};
+pub use super::settings::{AlertConfig, Delivery};
 use super::silence::Store;
 use crate::clock;
+use crate::http_client::Client;
 use crate::model::{AlertState, Run};
-use crate::probe::http_get::Client;
+use crate::rules::{self, History};
 use crate::state::StateDir;
 use crate::status::Status;
 use serde::{Deserialize, Serialize};
@@ -33,39 +34,6 @@ const SAVED: &str = "alerts.json";
 type Settled = (String, Outcome);
 /// The longest alerts wait for every input's first read.
 const FIRST_READ_LIMIT: Duration = Duration::from_secs(120);
-
-/// Where emails go: a transport target and the addresses.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
-    pub target: Target,
-    pub from: String,
-    pub to: Vec<String>,
-    /// The most one send may take, connect to final reply.
-    pub timeout: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct AlertConfig {
-    pub rules: Rules,
-    pub interval: Duration,
-    pub repeat: Duration,
-    /// `None`: no email.
-    pub delivery: Option<Delivery>,
-    /// Alertmanagers and webhooks.
-    pub http: Vec<HttpChannel>,
-    /// The most one POST to an HTTP channel may take.
-    pub http_timeout: Duration,
-    /// The wait before the first retry on any channel; it doubles up to 60 times this.
-    pub retry_backoff: Duration,
-    pub context: Context,
-}
-
-impl AlertConfig {
-    /// Whether any channel is configured; without one, notifications are only logged.
-    pub fn notifies(&self) -> bool {
-        self.delivery.is_some() || !self.http.is_empty()
-    }
-}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Saved {
@@ -279,7 +247,7 @@ impl Engine {
         let email = if rate.len() >= 2 {
             email.with_sparkline(&format!(
                 "tok/s, last 6 h: {}",
-                crate::status::terminal::sparkline(&rate)
+                crate::human::sparkline(&rate)
             ))
         } else {
             email
@@ -707,11 +675,41 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
     }
 }
 
+/// `test-notify`: one test notification on every configured channel, each outcome printed;
+/// an error when any failed.
+pub fn test_notify(config: &AlertConfig) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        config.notifies(),
+        "no channel is configured: set smtp and email_to, alertmanager_urls or [[webhooks]]"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let results = runtime.block_on(send_tests(config));
+    let mut failed = 0;
+    for (channel, result) in &results {
+        match result {
+            Ok(()) => println!("sent a test notification: {channel}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("pipeline-pulse: the test notification was not sent: {channel}: {e}");
+            }
+        }
+    }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} channel(s) failed",
+        results.len()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alert::AlertName;
+    use crate::alert::delivery::Target;
     use crate::parse::{Parser, RunInference};
+    use crate::rules::{AlertName, Rules};
 
     fn config(delivery: Option<Delivery>) -> AlertConfig {
         let mut rules = Rules::default();

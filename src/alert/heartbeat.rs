@@ -6,8 +6,8 @@
 //! configured), so the outside service alarms at once rather than after its grace time.
 
 use crate::clock;
+use crate::http_client::{self, Client, Url};
 use crate::model::Run;
-use crate::probe::http_get::{self, Client, Url};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ fn down(run: &Run) -> Vec<&'static str> {
 /// Pings forever; abort the task to stop it. The first ping waits one interval, so that the
 /// inputs have been read once and a collector still starting does not count as down.
 pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
-    let client = match http_get::tls_client(None) {
+    let client = match http_client::tls_client(None) {
         Ok(tls) => Client {
             tls: Some(Arc::new(tls.with_no_client_auth())),
             authorization: None,
@@ -57,7 +57,7 @@ async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
     } else {
         &config.fail_url
     };
-    match http_get::get_with(client, url, config.timeout, 64 * 1024).await {
+    match http_client::get_with(client, url, config.timeout, 64 * 1024).await {
         Ok((status, _)) if (200..300).contains(&status) => {
             if down.is_empty() {
                 let mut run = run.lock().unwrap_or_else(|e| e.into_inner());

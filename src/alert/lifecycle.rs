@@ -4,9 +4,9 @@
 //! Notices are sent once. Pure: the caller passes the conditions and `now`, and persists
 //! the whole state (it is serializable) so a restart neither repeats nor forgets.
 
-use super::rules::Rules;
 use super::{AlertName, Condition};
 use crate::model::Seconds;
+use crate::rules::Rules;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

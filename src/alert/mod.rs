@@ -1,7 +1,7 @@
 //! Alerting: deciding when a run is in trouble and emailing the evidence.
 //!
-//! The same one-way flow as the rest of the sidecar. [`rules`] turns a model snapshot into
-//! conditions; [`lifecycle`] turns conditions over time into notifications (pending → firing →
+//! The same one-way flow as the rest of the sidecar. [`crate::rules`] turns a model snapshot
+//! into conditions; [`lifecycle`] turns conditions over time into notifications (pending → firing →
 //! resolved, reminders, inhibition); [`email`] renders them with the evidence; [`delivery`]
 //! sends them through SMTP or into `.eml` files, from an outbox kept in the state directory.
 //! The first three are pure and take `now`; [`engine`] is the async loop at the edge.
@@ -14,132 +14,7 @@ pub mod engine;
 pub mod heartbeat;
 pub mod lifecycle;
 pub mod payload;
-pub mod rules;
+pub mod settings;
 pub mod silence;
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// Every alert and notice the sidecar knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum AlertName {
-    Stalled,
-    LogSilent,
-    ServerHung,
-    ProcessExited,
-    ServerDown,
-    GpusIdle,
-    GpuMissing,
-    GpuLost,
-    GpuHung,
-    ErrorRateHigh,
-    EmptyResponses,
-    ThroughputDrop,
-    LogOutputMismatch,
-    PartitionFinished,
-    RunFinished,
-}
-
-impl AlertName {
-    pub const ALL: [AlertName; 15] = [
-        AlertName::Stalled,
-        AlertName::LogSilent,
-        AlertName::ServerHung,
-        AlertName::ProcessExited,
-        AlertName::ServerDown,
-        AlertName::GpusIdle,
-        AlertName::GpuMissing,
-        AlertName::GpuLost,
-        AlertName::GpuHung,
-        AlertName::ErrorRateHigh,
-        AlertName::EmptyResponses,
-        AlertName::ThroughputDrop,
-        AlertName::LogOutputMismatch,
-        AlertName::PartitionFinished,
-        AlertName::RunFinished,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertName::Stalled => "Stalled",
-            AlertName::LogSilent => "LogSilent",
-            AlertName::ServerHung => "ServerHung",
-            AlertName::ProcessExited => "ProcessExited",
-            AlertName::ServerDown => "ServerDown",
-            AlertName::GpusIdle => "GpusIdle",
-            AlertName::GpuMissing => "GpuMissing",
-            AlertName::GpuLost => "GpuLost",
-            AlertName::GpuHung => "GpuHung",
-            AlertName::ErrorRateHigh => "ErrorRateHigh",
-            AlertName::EmptyResponses => "EmptyResponses",
-            AlertName::ThroughputDrop => "ThroughputDrop",
-            AlertName::LogOutputMismatch => "LogOutputMismatch",
-            AlertName::PartitionFinished => "PartitionFinished",
-            AlertName::RunFinished => "RunFinished",
-        }
-    }
-
-    /// Notices are sent once when they become true; they are never "resolved".
-    pub fn is_notice(self) -> bool {
-        matches!(self, AlertName::PartitionFinished | AlertName::RunFinished)
-    }
-
-    /// Alerts that, while firing, silence others: a dead process or server explains a
-    /// stall and idle GPUs, a hung server explains a stall, and one email about the cause is
-    /// enough.
-    pub fn inhibits(self, other: AlertName) -> bool {
-        match self {
-            AlertName::ProcessExited => matches!(other, AlertName::Stalled | AlertName::GpusIdle),
-            AlertName::ServerDown => matches!(
-                other,
-                AlertName::Stalled | AlertName::GpusIdle | AlertName::ServerHung
-            ),
-            AlertName::ServerHung => other == AlertName::Stalled,
-            _ => false,
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<AlertName> {
-        AlertName::ALL.into_iter().find(|a| a.as_str() == s)
-    }
-}
-
-impl fmt::Display for AlertName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A rule's verdict: this alert holds now, for this partition, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Condition {
-    pub alert: AlertName,
-    pub partition: Option<String>,
-    /// One line for the subject: "no progress for 14m (server idle, client waiting)".
-    pub summary: String,
-    /// The reasoning, for the body.
-    pub details: String,
-}
-
-#[cfg(test)]
-impl Condition {
-    /// A condition of `alert` (on `partition`) for the tests: "ALERT holds".
-    pub(crate) fn holding(alert: AlertName, partition: Option<&str>) -> Condition {
-        Condition {
-            alert,
-            partition: partition.map(str::to_owned),
-            summary: format!("{alert} holds"),
-            details: String::new(),
-        }
-    }
-}
-
-impl Condition {
-    /// Identifies the alert instance across evaluations.
-    pub fn key(&self) -> String {
-        match &self.partition {
-            Some(p) => format!("{}/{p}", self.alert),
-            None => self.alert.to_string(),
-        }
-    }
-}
+pub use crate::rules::{AlertName, Condition};

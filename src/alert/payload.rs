@@ -279,7 +279,7 @@ fn progress(status: &Status) -> String {
         line += &format!(" · {rate:.0} tok/s");
     }
     if let Some(eta) = run.eta_seconds {
-        line += &format!(" · ETA {}", super::rules::human(eta));
+        line += &format!(" · ETA {}", crate::human::human(eta));
     }
     // The alerts do not wait for the GPUs' first reading (it may hang): say so rather than
     // leave the line out.

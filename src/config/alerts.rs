@@ -7,9 +7,9 @@ use super::{
 };
 use crate::alert::delivery::Target;
 use crate::alert::email::Context;
-use crate::alert::engine::{AlertConfig, Delivery};
-use crate::alert::rules::Rules;
-use crate::alert::AlertName;
+use crate::alert::settings::{AlertConfig, Delivery};
+use crate::rules::AlertName;
+use crate::rules::Rules;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 use super::{duration, ConfigError, RawConfig, HEARTBEAT_INTERVAL, WEBHOOK_TIMEOUT};
 use crate::alert::channel::{HttpChannel, Shape};
 use crate::alert::heartbeat::{self, HeartbeatConfig};
-use crate::probe::http_get::Url;
+use crate::http_client::Url;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

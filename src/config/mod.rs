@@ -4,11 +4,10 @@
 //! are laid over it, and [`RawConfig::validate`] turns it into typed values. Validating after
 //! the merge means an error names the key whichever way the value came in.
 
-use crate::alert::engine::AlertConfig;
+use crate::alert::settings::AlertConfig;
+use crate::http_client::Url;
 use crate::model::Discovered;
-use crate::outputs::record::Pointers;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
-use crate::probe::http_get::Url;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
 use serde::{Deserialize, Serialize};
@@ -16,9 +15,11 @@ use std::collections::BTreeMap;
 
 mod alerts;
 mod channels;
+mod pointers;
 mod unique;
 
 pub use alerts::{RawRule, Threshold};
+pub use pointers::Pointers;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

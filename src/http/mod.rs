@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod serve;
+pub mod silence_client;
 mod silences;
 pub use serve::serve;
 
@@ -211,8 +212,9 @@ fn gzip(body: &[u8]) -> Option<Bytes> {
     encoder.finish().ok().map(Bytes::from)
 }
 
-fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut resp = with_type(status, "application/json", value.to_string());
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    let body = serde_json::to_string(value).expect("our answers serialize");
+    let mut resp = with_type(status, "application/json", body);
     resp.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp

@@ -6,14 +6,30 @@
 //! as open as `/status`.
 
 use super::{json, text, HttpState};
-use crate::alert::silence::NewSilence;
+use crate::alert::silence::{NewSilence, Silence};
 use crate::web::Active;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
+
+/// A silence as the API shows it: the stored silence and, in a list, whether it holds now.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Shown {
+    #[serde(flatten)]
+    pub silence: Silence,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<bool>,
+}
+
+/// `GET /api/v1/silences`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Listed {
+    pub silences: Vec<Shown>,
+}
 
 /// A silence request is a few fields; anything longer is not one.
 const BODY_LIMIT: usize = 16 * 1024;
@@ -53,15 +69,14 @@ pub(super) async fn answer(
     match (method, id.is_empty()) {
         (Method::GET | Method::HEAD, true) => {
             let list = state.silences.with(|s| s.list.clone());
-            let list: Vec<serde_json::Value> = list
-                .iter()
-                .map(|s| {
-                    let mut v = serde_json::to_value(s).expect("a silence serializes");
-                    v["active"] = serde_json::Value::Bool(s.active(now));
-                    v
+            let silences = list
+                .into_iter()
+                .map(|silence| Shown {
+                    active: Some(silence.active(now)),
+                    silence,
                 })
                 .collect();
-            json(StatusCode::OK, &serde_json::json!({ "silences": list }))
+            json(StatusCode::OK, &Listed { silences })
         }
         (Method::POST, true) => {
             let body = match Limited::new(req.into_body(), BODY_LIMIT).collect().await {
@@ -96,7 +111,10 @@ pub(super) async fn answer(
                     );
                     json(
                         StatusCode::OK,
-                        &serde_json::to_value(&silence).expect("a silence serializes"),
+                        &Shown {
+                            silence,
+                            active: None,
+                        },
                     )
                 }
                 Err(e) => bad(format!("{e}\n")),

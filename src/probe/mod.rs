@@ -4,13 +4,12 @@
 //! `probe_timeout`; a scrape only ever reads what the last round stored in the model.
 
 pub mod exposition;
-pub mod http_get;
 pub mod process;
 
 use crate::clock;
+use crate::http_client::{self, Url};
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
 use crate::source::{first_read_done, FirstRead};
-use http_get::Url;
 use process::ProcessTarget;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -212,7 +211,7 @@ impl Probes {
         };
         let mut errors = Vec::new();
         if let Some(url) = &self.config.health_url {
-            state.up = Some(match http_get::get(url, timeout, HEALTH_LIMIT).await {
+            state.up = Some(match http_client::get(url, timeout, HEALTH_LIMIT).await {
                 Ok((status, _)) if (200..300).contains(&status) => true,
                 Ok((status, _)) => {
                     errors.push(format!("{url} answered {status}"));
@@ -225,7 +224,7 @@ impl Probes {
             });
         }
         if let Some(url) = self.config.metrics_url.clone() {
-            match http_get::get(&url, timeout, METRICS_LIMIT).await {
+            match http_client::get(&url, timeout, METRICS_LIMIT).await {
                 Ok((status, body)) if (200..300).contains(&status) => {
                     self.read_server_metrics(&String::from_utf8_lossy(&body), &mut state)
                 }

@@ -1,10 +1,13 @@
-//! How `status --url` reaches a sidecar behind its web config: the CA to trust, a client
-//! certificate for mutual TLS, and basic-auth credentials.
+//! How `status --url` (and `silence`) reach a sidecar, behind its web config too: the CA to
+//! trust, a client certificate for mutual TLS, and basic-auth credentials.
 //!
 //! The password never comes from a flag (flags show in `ps` and shell history): it is read
 //! from `PULSE_PASSWORD` or from a file.
 
-use crate::probe::http_get::{self, Client};
+use crate::cli::Remote;
+use crate::http_client::{self, Client, Url};
+use crate::status::Status;
+use anyhow::Context as _;
 use base64::Engine;
 use hyper::header::HeaderValue;
 use rustls::pki_types::pem::PemObject;
@@ -43,7 +46,7 @@ impl Credentials {
             ),
             None => None,
         };
-        let builder = http_get::tls_client(ca.as_deref()).map_err(|e| {
+        let builder = http_client::tls_client(ca.as_deref()).map_err(|e| {
             let path = self.ca_file.as_deref().unwrap_or(Path::new(""));
             format!("--ca-file {}: {e}", path.display())
         })?;
@@ -90,4 +93,44 @@ impl Credentials {
 
 fn pem(path: &Path, e: rustls::pki_types::pem::Error) -> String {
     format!("{}: not usable PEM: {e}", path.display())
+}
+
+/// The URL of `path` on the sidecar `--url` names, and the client to reach it with.
+pub fn remote(args: &Remote, path: &str) -> anyhow::Result<(Url, Client)> {
+    let base = args.url.as_deref().unwrap_or("http://127.0.0.1:9721");
+    let url = Url::parse_web(&format!("{}{path}", base.trim_end_matches('/')))
+        .map_err(anyhow::Error::msg)?;
+    let credentials = Credentials {
+        ca_file: args.ca_file.clone(),
+        cert_file: args.cert_file.clone(),
+        key_file: args.key_file.clone(),
+        user: args.user.clone(),
+        password_file: args.password_file.clone(),
+        password_env: std::env::var(PASSWORD_ENV).ok(),
+    };
+    let client = credentials.client().map_err(anyhow::Error::msg)?;
+    Ok((url, client))
+}
+
+/// `status --url`: the running sidecar's `/status` document.
+pub fn fetch(args: &Remote) -> anyhow::Result<Status> {
+    let (url, client) = remote(args, "/status")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (code, body) = runtime
+        .block_on(http_client::get_with(
+            &client,
+            &url,
+            std::time::Duration::from_secs(10),
+            64 * 1024 * 1024,
+        ))
+        .map_err(|e| anyhow::anyhow!("cannot reach the sidecar at {url}: {e}"))?;
+    anyhow::ensure!(
+        code != 401,
+        "{url} answered 401: it asks for basic auth; give --user, and the password in {PASSWORD_ENV} or --password-file"
+    );
+    anyhow::ensure!(code == 200, "{url} answered {code}");
+    serde_json::from_slice(&body)
+        .with_context(|| format!("{url} did not answer a pipeline-pulse status"))
 }

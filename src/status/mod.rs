@@ -7,9 +7,9 @@
 pub mod client;
 pub mod terminal;
 
-use crate::alert::rules::{self, History, Rules};
-use crate::alert::AlertName;
 use crate::model::{Discovered, PartitionView, Run, RunTotals, Seconds};
+use crate::rules::AlertName;
+use crate::rules::{self, History, Rules};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

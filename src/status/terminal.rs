@@ -2,7 +2,7 @@
 //! `nvidia-smi`, on one screen. Pure: a status in, text out; colour only when asked for.
 
 use super::{PartitionStatus, Status};
-use crate::alert::rules::human;
+use crate::human::{human, sparkline};
 use std::fmt::Write;
 
 const BAR: usize = 20;
@@ -270,26 +270,6 @@ fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> Strin
         );
     }
     line
-}
-
-/// One character per value, scaled from 0 to the largest: `▁▃▅█`.
-pub fn sparkline(values: &[f64]) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let max = values
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max);
-    values
-        .iter()
-        .map(|v| {
-            if !v.is_finite() || max <= 0.0 {
-                BARS[0]
-            } else {
-                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use super::*;
 use crate::gpu::{GpuReading, GpuSample};
+use crate::model::Facts;
 use crate::model::{OutputFile, OutputStats, ProcessState, ServerState};
-use crate::outputs::record::Facts;
 use crate::parse::{Parser, RunInference};
 
 const T0: Seconds = 1_780_000_000.0;

@@ -1,7 +1,10 @@
 //! The built-in rules: a model snapshot and `now` in, the conditions that hold out. Pure.
 
-use super::{AlertName, Condition};
+mod alert_name;
+
+use crate::human::human;
 use crate::model::{PartitionView, Run, Seconds};
+pub use alert_name::{AlertName, Condition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -597,17 +600,6 @@ fn partition_summary(v: &PartitionView<'_>) -> String {
         );
     }
     s
-}
-
-/// 45s, 14m, 2h05m, 3d04h.
-pub fn human(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
-    }
 }
 
 #[cfg(test)]

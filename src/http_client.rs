@@ -1,5 +1,7 @@
-//! A small HTTP/1.1 GET for the probes and `status --url`: one request per connection, a
-//! deadline over the whole exchange (connect, TLS, headers and body), and a cap on the body.
+//! The sidecar's HTTP/1.1 client: the probes' GETs, the channels' POSTs (Alertmanager,
+//! webhooks, the heartbeat), and `status`/`silence` against a running sidecar. One request per
+//! connection, a deadline over the whole exchange (connect, TLS, headers and body), and a cap
+//! on the body.
 //! Inference servers answer on plain HTTP on the node, so probe URLs are `http://` only; a
 //! sidecar behind its web config is reached over `https://` with [`Client`]'s TLS and auth.
 
