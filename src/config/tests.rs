@@ -98,3 +98,28 @@ fn several_listen_addresses() {
     let again: RawConfig = toml::from_str(&c.to_toml()).unwrap();
     assert_eq!(again.validate().unwrap().listen, c.listen);
 }
+
+#[test]
+fn one_glob_spelled_two_ways_is_refused_naming_the_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let prepared = dir.path().join("prepared");
+    std::fs::create_dir_all(prepared.join("B1")).unwrap();
+    std::os::unix::fs::symlink(&prepared, dir.path().join("link")).unwrap();
+    let root = dir.path().display();
+    for other in [
+        format!("{root}/prepared/B1/../*/raw.jsonl"),
+        format!("{root}/link/*/raw.jsonl"),
+        format!("{root}/./prepared//*/raw.jsonl"),
+    ] {
+        let text = format!(
+            "[[outputs]]\nglob = \"{root}/prepared/*/raw.jsonl\"\n[[outputs]]\nglob = \"{other}\"\n"
+        );
+        let err = parse(&text).expect_err(&other);
+        assert!(err.to_string().contains("the same glob"), "{other}: {err}");
+        assert_eq!(key_of(err), "outputs[1].glob", "{other}");
+    }
+    let distinct = format!(
+        "[[outputs]]\nglob = \"{root}/prepared/*/raw.jsonl\"\n[[outputs]]\nglob = \"{root}/prepared/*/other.jsonl\"\n"
+    );
+    parse(&distinct).expect("two globs");
+}

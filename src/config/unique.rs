@@ -13,6 +13,27 @@ pub fn normalize(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
+/// A glob as one spelling: its literal folder (the components before the first wildcard)
+/// resolved on disk where it exists, so `prepared/x/../*/raw.jsonl` and `prepared/*/raw.jsonl`
+/// are one glob (and a symlinked folder is its target); [`normalize`]d where it does not.
+pub fn normalize_glob(glob: &str) -> PathBuf {
+    let path = normalize(Path::new(glob));
+    let wild = |c: &std::path::Component<'_>| {
+        c.as_os_str()
+            .to_string_lossy()
+            .contains(['*', '?', '[', '{'])
+    };
+    let components: Vec<_> = path.components().collect();
+    let literal = components.iter().take_while(|c| !wild(c)).count();
+    // The last literal component may be the file itself: only folders are resolved.
+    let folder = literal.min(components.len().saturating_sub(1));
+    let base: PathBuf = components[..folder].iter().collect();
+    match std::fs::canonicalize(&base) {
+        Ok(resolved) => components[folder..].iter().fold(resolved, |p, c| p.join(c)),
+        Err(_) => path,
+    }
+}
+
 /// The file's identity where it exists: two spellings or a symlink of one file agree on it.
 pub fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -62,7 +83,7 @@ pub(super) fn check(raw: &RawConfig) -> Result<(), ConfigError> {
                 .map(|(i, g)| (format!("inputs[{i}]"), g.as_str())),
         )
         .collect();
-    let normal_globs: Vec<PathBuf> = globs.iter().map(|(_, g)| normalize(Path::new(g))).collect();
+    let normal_globs: Vec<PathBuf> = globs.iter().map(|(_, g)| normalize_glob(g)).collect();
     for (b, (key_b, glob_b)) in globs.iter().enumerate() {
         for (a, (key_a, _)) in globs.iter().enumerate().take(b) {
             if normal_globs[a] == normal_globs[b] {
@@ -75,9 +96,11 @@ pub(super) fn check(raw: &RawConfig) -> Result<(), ConfigError> {
     }
     // A log is never also a JSONL output or input: its lines would count as records.
     for ((key, path), normal) in files.iter().zip(&normal) {
+        // Resolved as the globs' folders are.
+        let resolved = std::fs::canonicalize(normal).unwrap_or_else(|_| normal.clone());
         for ((glob_key, glob), normal_glob) in globs.iter().zip(&normal_globs) {
             let matches = glob::Pattern::new(&normal_glob.to_string_lossy())
-                .is_ok_and(|p| p.matches_path(normal));
+                .is_ok_and(|p| p.matches_path(normal) || p.matches_path(&resolved));
             if matches {
                 return Err(ConfigError::invalid(
                     key.clone(),
