@@ -5,8 +5,9 @@
 //! truth, and a scrape reads it under a short lock. No file or NVML call happens here.
 
 mod alerts;
-mod node;
+mod gpu;
 mod partitions;
+mod server;
 mod sources;
 mod web;
 
@@ -87,7 +88,8 @@ impl Collector for RunCollector {
         {
             let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
             partitions::encode(&run, now, &mut enc)?;
-            node::encode(&run, &mut enc)?;
+            gpu::encode(&run, &mut enc)?;
+            server::encode(&run, &mut enc)?;
             alerts::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
         }

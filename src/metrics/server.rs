@@ -1,0 +1,121 @@
+//! The driver process's and the inference server's families: its health, its own figures
+//! (from its metrics and its log, ranks combined) and what its log said.
+
+use super::{family, gauge};
+use crate::model::Run;
+use crate::parse::{RequestLine, ServerEvent};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use std::fmt;
+
+pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+    if let Some(process) = &run.process {
+        gauge(
+            enc,
+            "pulse_pipeline_process_up",
+            "1 while the pipeline's driver process runs.",
+            if process.up { 1.0 } else { 0.0 },
+        )?;
+    }
+    if let Some(server) = &run.server {
+        if let Some(up) = server.up {
+            gauge(
+                enc,
+                "pulse_server_up",
+                "1 while the inference server's health check passes.",
+                if up { 1.0 } else { 0.0 },
+            )?;
+        }
+    }
+    let server_log = run.logs.iter().any(|l| l.server);
+    if run.server.is_some() || server_log {
+        let figures = run.server_figures();
+        let gauges = [
+            (
+                "pulse_server_running_requests",
+                "Requests the inference server is running, from its metrics, else its log.",
+                figures.running,
+            ),
+            (
+                "pulse_server_queued_requests",
+                "Requests waiting in the inference server's queue, from its metrics, else its log.",
+                figures.queued,
+            ),
+            (
+                "pulse_server_generation_tokens_per_second",
+                "Tokens the inference server generates per second, from its metrics, else its log.",
+                figures.generation_tokens_per_second,
+            ),
+            (
+                "pulse_server_kv_cache_usage_ratio",
+                "KV cache in use on the inference server (0-1), from its metrics, else its log.",
+                figures.kv_cache_usage,
+            ),
+            (
+                "pulse_server_kv_cache_usage_max_ratio",
+                "KV cache in use on the inference server's fullest rank (0-1): one full rank stalls its requests.",
+                figures.kv_cache_usage_max,
+            ),
+            (
+                "pulse_server_last_report_timestamp_seconds",
+                "When the inference server last reported figures (the log line's own time, else a scrape).",
+                figures.last_report_at,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            if let Some(v) = value {
+                gauge(enc, name, help, v)?;
+            }
+        }
+    }
+    if let Some(total) = run.server.as_ref().and_then(|s| s.preemptions_total) {
+        family(
+            enc,
+            "pulse_server_preemptions",
+            "Requests the inference server preempted (vLLM) or retracted (SGLang) for lack of KV cache, by its own counter.",
+            MetricType::Counter,
+            [([("", ""); 0], ConstCounter::new(total))],
+        )?;
+    }
+    if server_log {
+        let pools = run.server_log.pools();
+        if !run.server_down() && !pools.is_empty() {
+            family(
+                enc,
+                "pulse_server_kv_cache_pool_usage_ratio",
+                "KV cache in use per pool of a hybrid model (full attention, sliding window, mamba), from the server's log.",
+                MetricType::Gauge,
+                pools
+                    .into_iter()
+                    .map(|(pool, usage)| ([("pool", pool)], ConstGauge::new(usage))),
+            )?;
+        }
+        family(
+            enc,
+            "pulse_server_log_request_lines",
+            "Lines of the inference server's log about single requests (its access log, request logging), kept out of its tail and of the evidence.",
+            MetricType::Counter,
+            RequestLine::ALL.into_iter().map(|k| {
+                (
+                    [("kind", k.as_str())],
+                    ConstCounter::new(run.server_log.request_line_count(k)),
+                )
+            }),
+        )?;
+        family(
+            enc,
+            "pulse_server_log_events",
+            "Lines of the inference server's log an engineer looks for, by event.",
+            MetricType::Counter,
+            ServerEvent::ALL.into_iter().map(|e| {
+                (
+                    [("event", e.as_str())],
+                    ConstCounter::new(run.server_log.event_count(e)),
+                )
+            }),
+        )?;
+    }
+    Ok(())
+}
