@@ -9,6 +9,7 @@ mod common;
 
 use common::receiver::Receiver;
 use common::{path_str, require_tool, temp_dir, wait_until, Demo, Metrics, Sidecar};
+use pipeline_pulse::probe::exposition;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -78,15 +79,12 @@ fn exported(exposition: &str) -> BTreeMap<String, Family> {
                 },
             );
             current = Some(name);
-        } else if !line.starts_with('#') && !line.is_empty() {
+        } else if let Some((_, labels, _)) = exposition::samples(line).next() {
             let name = current.as_ref().expect("a sample after its # TYPE line");
             let family = families.get_mut(name).unwrap();
-            let name_end = line.find(['{', ' ']).expect("a sample");
-            if line[name_end..].starts_with('{') {
-                let labels = &line[name_end + 1..line.rfind('}').expect("labels close")];
-                for pair in split_labels(labels) {
-                    family.labels.insert(pair.to_owned());
-                }
+            for pair in exposition::label_pairs(labels) {
+                let (label, _) = pair.split_once('=').expect("name=\"value\"");
+                family.labels.insert(label.to_owned());
             }
         }
     }
@@ -94,23 +92,6 @@ fn exported(exposition: &str) -> BTreeMap<String, Family> {
 }
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The label names of `a="x",b="y, z"`: commas inside quoted values are not separators.
-fn split_labels(labels: &str) -> Vec<&str> {
-    let mut names = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (i, c) in labels.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => quoted = !quoted,
-            '=' if !quoted => names.push(labels[start..i].trim_start_matches(',')),
-            ',' if !quoted => start = i,
-            _ => {}
-        }
-    }
-    names
-}
 
 /// Serves one file's bytes to every GET, as a server's `/metrics` does.
 fn serve(body: String) -> String {
@@ -260,8 +241,10 @@ fn every_family_exported_is_documented_and_every_one_documented_is_exported() {
 
 #[test]
 fn label_names_are_read_past_commas_inside_values() {
+    let families =
+        exported("# TYPE pulse_x gauge\npulse_x{a=\"x\",b=\"y, z=\\\"q\\\"\",c=\"\"} 1\n# EOF\n");
     assert_eq!(
-        split_labels(r#"a="x",b="y, z=\"q\"",c="""#),
-        vec!["a", "b", "c"]
+        families["pulse_x"].labels,
+        ["a", "b", "c"].map(str::to_owned).into()
     );
 }

@@ -25,9 +25,11 @@ pub(super) struct Found {
     pub(super) id: Option<(u64, u64)>,
 }
 
-/// A followed file; its device and inode as found, to tell a second spelling of it.
+/// A followed file, with what it was found as: its kind, and its device and inode to tell a
+/// second spelling of it (neither needs the file's lock, which a stuck reader may hold).
 pub(super) struct Entry {
     pub(super) file: Arc<Mutex<Followed>>,
+    kind: Kind,
     id: Option<(u64, u64)>,
 }
 
@@ -135,12 +137,8 @@ impl Catalog {
                 continue;
             }
             let first = match self.files.get(&path) {
-                Some(entry) => match entry.file.try_lock() {
-                    Ok(f) if f.kind == kind => continue,
-                    Ok(f) => Some(f.kind.key()),
-                    // Held by a reader (stuck on it, maybe): it is followed already.
-                    Err(_) => continue,
-                },
+                Some(entry) if entry.kind == kind => continue,
+                Some(entry) => Some(entry.kind.key()),
                 None => self.same_file_as(id),
             };
             if let Some(first) = first {
@@ -179,7 +177,7 @@ impl Catalog {
                 resume,
             );
             let file = Arc::new(Mutex::new(file));
-            self.files.insert(path, Entry { file, id });
+            self.files.insert(path, Entry { file, kind, id });
         }
         let added = self.files.len() != known;
         if added {
@@ -193,11 +191,8 @@ impl Catalog {
         let id = id?;
         self.files
             .iter()
-            .filter(|(_, entry)| entry.id == Some(id))
-            .find_map(|(p, entry)| {
-                let kind = entry.file.try_lock().ok()?.kind;
-                Some(format!("{} ({})", kind.key(), p.display()))
-            })
+            .find(|(_, entry)| entry.id == Some(id))
+            .map(|(p, entry)| format!("{} ({})", entry.kind.key(), p.display()))
     }
 
     /// The followed files, to be read one by one without this lock.

@@ -54,7 +54,7 @@ pub(super) struct SavedFile {
 
 pub(super) struct Followed {
     follower: Follower,
-    pub(super) kind: Kind,
+    kind: Kind,
     partition: String,
     /// Compiled pointers for an inspected output; `None` when records are only counted.
     inspector: Option<Arc<Inspector>>,
@@ -145,14 +145,14 @@ impl Followed {
                 ),
             }
         }
-        let inspect = self.inspector.clone();
         let mut touched = false;
         loop {
+            let inspect = self.inspector.as_deref();
             let stats = &mut self.stats;
             let result = self.follower.poll(BATCH_BYTES, |tailed| {
                 touched = true;
                 match tailed {
-                    Tailed::Line(line) => match &inspect {
+                    Tailed::Line(line) => match inspect {
                         Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
                         None => stats.add(&record::Facts::default(), line.len()),
                     },

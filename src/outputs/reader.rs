@@ -159,7 +159,6 @@ impl Reader {
 struct Reading<'a> {
     run: &'a Mutex<Run>,
     id: u64,
-    path: String,
 }
 
 /// Numbers the readings, so that a glob that spells a path and the path never share one.
@@ -169,15 +168,16 @@ impl<'a> Reading<'a> {
     fn at(run: &'a Mutex<Run>, path: String, progress: &Progress) -> Reading<'a> {
         progress.at(&path);
         let id = READINGS.fetch_add(1, Ordering::Relaxed);
-        let reading = Reading { run, id, path };
-        reading.progress();
-        reading
+        let mut model = run.lock().unwrap_or_else(|e| e.into_inner());
+        model.output_reading.insert(id, (path, clock::now()));
+        Reading { run, id }
     }
 
     fn progress(&self) {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        run.output_reading
-            .insert(self.id, (self.path.clone(), clock::now()));
+        if let Some((_, since)) = run.output_reading.get_mut(&self.id) {
+            *since = clock::now();
+        }
     }
 }
 

@@ -32,7 +32,7 @@ fn sample(line: &str) -> Option<(&str, &str, f64)> {
 }
 
 /// The `name="value"` pairs of a label set, split at the commas outside quotes.
-fn label_pairs(labels: &str) -> Vec<&str> {
+pub fn label_pairs(labels: &str) -> Vec<&str> {
     let mut pairs = Vec::new();
     let (mut start, mut in_quotes, mut escaped) = (0, false, false);
     for (i, c) in labels.char_indices() {
