@@ -30,3 +30,24 @@ pub fn sparkline(values: &[f64]) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(45.0), "45s");
+        assert_eq!(human(840.0), "14m");
+        assert_eq!(human(7500.0), "2h05m");
+        assert_eq!(human(90000.0), "1d01h");
+    }
+
+    #[test]
+    fn sparklines_scale_to_the_largest_value() {
+        assert_eq!(sparkline(&[0.0, 50.0, 100.0]), "▁▅█");
+        assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
+        assert_eq!(sparkline(&[f64::NAN, 1.0]), "▁█");
+        assert_eq!(sparkline(&[]), "");
+    }
+}

@@ -385,14 +385,6 @@ fn disabled_rules_stay_silent() {
 }
 
 #[test]
-fn human_durations() {
-    assert_eq!(human(45.0), "45s");
-    assert_eq!(human(840.0), "14m");
-    assert_eq!(human(7500.0), "2h05m");
-    assert_eq!(human(90000.0), "1d01h");
-}
-
-#[test]
 fn a_server_log_ending_in_a_crash_is_the_cause() {
     let mut run = Run::new(&["log".into(), "sglang.log".into()]);
     run.logs[1].server = true;

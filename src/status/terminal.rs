@@ -371,14 +371,6 @@ mod tests {
     }
 
     #[test]
-    fn sparklines_scale_to_the_largest_value() {
-        assert_eq!(sparkline(&[0.0, 50.0, 100.0]), "▁▅█");
-        assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
-        assert_eq!(sparkline(&[f64::NAN, 1.0]), "▁█");
-        assert_eq!(sparkline(&[]), "");
-    }
-
-    #[test]
     fn colour_on_request() {
         let text = render(&status(), true);
         assert!(text.contains("\x1b[1;31m1 ALERT\x1b[0m"));

@@ -1,0 +1,503 @@
+//! Each built-in rule as one function, registered in [`TABLE`] with its defaults: a new rule
+//! is one entry and one function. Every check is pure: the model, the rule's settings and
+//! `now` in, the conditions that hold out.
+
+use super::stall::{judge_stall, stall_cause, Stall};
+use super::{AlertName, Condition, History, RuleConfig, Rules, RATE_WINDOW};
+use crate::human::human;
+use crate::model::{PartitionView, Run, Seconds};
+
+/// Fewer requests than this in the window is too small a sample to alarm on.
+const MIN_SAMPLE: u64 = 50;
+
+/// One built-in rule: its alert, its default settings, and the function that judges it.
+pub struct Rule {
+    pub alert: AlertName,
+    /// Its meaning is the rule's own (see [`RuleConfig::threshold`]).
+    pub threshold: f64,
+    /// How long the condition must hold before it fires.
+    pub for_seconds: f64,
+    pub check: fn(&Judged<'_>, RuleConfig) -> Vec<Condition>,
+}
+
+/// Every rule, in the order its conditions are reported.
+pub const TABLE: &[Rule] = &[
+    rule(AlertName::Stalled, 600.0, 0.0, stalled),
+    // Judged against the Stalled threshold: the same silence, with the outputs moving.
+    rule(AlertName::LogSilent, 0.0, 0.0, log_silent),
+    rule(AlertName::ServerHung, 300.0, 0.0, server_hung),
+    rule(AlertName::ProcessExited, 0.0, 60.0, process_exited),
+    rule(AlertName::ServerDown, 0.0, 120.0, server_down),
+    rule(AlertName::GpuHung, 0.0, 0.0, gpu_hung),
+    rule(AlertName::GpuLost, 0.0, 0.0, gpu_lost),
+    rule(AlertName::GpusIdle, 0.05, 600.0, gpus_idle),
+    rule(AlertName::GpuMissing, 0.0, 60.0, gpu_missing),
+    rule(AlertName::ErrorRateHigh, 0.05, 60.0, error_rate_high),
+    rule(AlertName::EmptyResponses, 0.02, 60.0, empty_responses),
+    rule(
+        AlertName::LogOutputMismatch,
+        0.02,
+        600.0,
+        log_output_mismatch,
+    ),
+    rule(AlertName::PartitionFinished, 0.0, 0.0, partition_finished),
+    rule(AlertName::ThroughputDrop, 0.5, 0.0, throughput_drop),
+    rule(AlertName::RunFinished, 0.0, 300.0, run_finished_notice),
+];
+
+const fn rule(
+    alert: AlertName,
+    threshold: f64,
+    for_seconds: f64,
+    check: fn(&Judged<'_>, RuleConfig) -> Vec<Condition>,
+) -> Rule {
+    Rule {
+        alert,
+        threshold,
+        for_seconds,
+        check,
+    }
+}
+
+/// What every check looks at.
+pub struct Judged<'a> {
+    pub run: &'a Run,
+    /// The partitions of this run (another run's leftover files raise nothing: they are shown
+    /// apart, not judged).
+    pub views: Vec<PartitionView<'a>>,
+    pub rules: &'a Rules,
+    pub history: &'a History,
+    pub now: Seconds,
+}
+
+fn condition(
+    alert: AlertName,
+    partition: Option<&str>,
+    summary: String,
+    details: String,
+) -> Condition {
+    Condition {
+        alert,
+        partition: partition.map(str::to_owned),
+        summary,
+        details,
+    }
+}
+
+fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let (run, now, stall_after) = (j.run, j.now, rule.threshold);
+    let mut out: Vec<Condition> = j
+        .views
+        .iter()
+        .filter_map(|v| match judge_stall(run, v, stall_after, now)? {
+            Stall::Stalled { seconds, threshold } => {
+                let (cause, why) = stall_cause(run, now);
+                Some(condition(
+                    AlertName::Stalled,
+                    Some(v.name),
+                    format!("no progress for {} ({cause})", human(seconds)),
+                    format!(
+                        "{} has shown no evidence of work (no progress line, no output written{}) for {} (threshold {}). Likely cause: {cause}. {why}",
+                        v.name,
+                        if v.log.is_some_and(|p| p.last_progress_at.is_none()) { ", the server not generating" } else { "" },
+                        human(seconds),
+                        human(threshold)
+                    ),
+                ))
+            }
+            Stall::LogSilent { .. } => None,
+        })
+        .collect();
+    if run.any_active() {
+        return out;
+    }
+    if let Some(seconds) = run
+        .run_stall_seconds(&j.views, now)
+        .filter(|s| *s > stall_after)
+    {
+        let (cause, why) = match stall_cause(run, now) {
+            ("process gone", why) => ("driver gone", why),
+            ("server down", why) => ("server down", why),
+            _ => (
+                "driver idle between partitions",
+                "No partition is active and none has started, although work is left (partitions below their plan, or the driver still running).".to_owned(),
+            ),
+        };
+        out.push(condition(
+            AlertName::Stalled,
+            None,
+            format!("no work for {} ({cause})", human(seconds)),
+            format!(
+                "The run is unfinished but nothing has shown work for {} (threshold {}). Likely cause: {cause}. {why}",
+                human(seconds),
+                human(stall_after)
+            ),
+        ));
+    }
+    out
+}
+
+fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let stall_after = j.rules.get(AlertName::Stalled).threshold;
+    j.views
+        .iter()
+        .filter_map(|v| match judge_stall(j.run, v, stall_after, j.now)? {
+            Stall::LogSilent { seconds } => Some(condition(
+                AlertName::LogSilent,
+                Some(v.name),
+                format!("no progress line for {}, outputs still growing", human(seconds)),
+                format!(
+                    "{} has printed no progress for {} while its output files keep growing: the pipeline works, but its log is stuck or buffered (a redirected stdout without flush?).",
+                    v.name,
+                    human(seconds)
+                ),
+            )),
+            Stall::Stalled { .. } => None,
+        })
+        .collect()
+}
+
+fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let (run, threshold) = (j.run, rule.threshold);
+    let figures = run.server_figures();
+    // A log's last report may be stale (SGLang prints nothing once idle): it is believed
+    // while the client waits for results, that is while a partition is active.
+    let believed = run
+        .server
+        .as_ref()
+        .is_some_and(|s| s.running_requests.is_some())
+        || run.any_active();
+    run.server_stuck_seconds(j.now)
+        .filter(|s| *s > threshold && believed)
+        .map(|stuck| {
+            condition(
+                AlertName::ServerHung,
+                None,
+                format!(
+                    "{:.0} requests running, no tokens generated for {}",
+                    figures.running.unwrap_or(0.0),
+                    human(stuck)
+                ),
+                format!(
+                    "The inference server holds {:.0} running requests but has generated nothing for {} (threshold {}): it is wedged (a stuck collective, a dead worker). Its health check may still pass.",
+                    figures.running.unwrap_or(0.0),
+                    human(stuck),
+                    human(threshold)
+                ),
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+// A finished run's driver that exits, or a server stopped or GPUs idle after it, are the
+// run's end, not incidents.
+
+fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(process) = &j.run.process else {
+        return Vec::new();
+    };
+    if process.up || j.run.finished(&j.views) {
+        return Vec::new();
+    }
+    vec![condition(
+        AlertName::ProcessExited,
+        None,
+        "the pipeline's driver process is not running".into(),
+        format!(
+            "No process matches the configured driver (it has exited {} time(s) since the sidecar started).",
+            process.exits
+        ),
+    )]
+}
+
+fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(server) = &j.run.server else {
+        return Vec::new();
+    };
+    if server.up != Some(false) || j.run.finished(&j.views) {
+        return Vec::new();
+    }
+    let probe = server
+        .error
+        .clone()
+        .unwrap_or_else(|| "The health check failed.".into());
+    let (summary, description) = match j.run.server_log.crashed() {
+        Some(fatal) => (
+            format!(
+                "the inference server crashed ({})",
+                fatal.event.replace('_', " ")
+            ),
+            format!("Its log ends in: {}. {probe}", fatal.text),
+        ),
+        None => ("the inference server's health check fails".into(), probe),
+    };
+    vec![condition(AlertName::ServerDown, None, summary, description)]
+}
+
+fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(since) = j.run.gpu_hung_since else {
+        return Vec::new();
+    };
+    let last = j
+        .run
+        .gpus
+        .as_ref()
+        .map_or("no reading yet".to_owned(), |g| {
+            format!("the last reading is {} old", human(j.now - g.at))
+        });
+    vec![condition(
+        AlertName::GpuHung,
+        None,
+        format!("an NVML call has not returned for {}", human(j.now - since)),
+        format!("The GPU sampler is past its deadline ({last}): NVML is wedged, as it is when a GPU falls off the bus or the driver hangs. GPU figures are not exported until it answers; check dmesg for XID errors and nvidia-smi."),
+    )]
+}
+
+fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(gpus) = &j.run.gpus else {
+        return Vec::new();
+    };
+    let lost: Vec<_> = gpus.devices.iter().filter(|g| g.lost).collect();
+    if lost.is_empty() {
+        return Vec::new();
+    }
+    let each: Vec<String> = lost
+        .iter()
+        .map(|g| {
+            let xid = j
+                .run
+                .last_xid
+                .get(&g.uuid)
+                .map_or("no XID seen".to_owned(), |x| format!("last XID {x}"));
+            let procs = if g.processes.is_empty() {
+                "no processes recorded".to_owned()
+            } else {
+                let list: Vec<String> = g
+                    .processes
+                    .iter()
+                    .map(|p| format!("pid {} {}", p.pid, p.name))
+                    .collect();
+                format!("processes on it: {}", list.join(", "))
+            };
+            format!(
+                "GPU {} ({}, PCI {}): {xid}; {procs}.",
+                g.index, g.uuid, g.pci_bus_id
+            )
+        })
+        .collect();
+    let indexes: Vec<String> = lost.iter().map(|g| g.index.to_string()).collect();
+    vec![condition(
+        AlertName::GpuLost,
+        None,
+        format!("GPU {} lost", indexes.join(", ")),
+        format!(
+            "NVML says the GPU is lost (fallen off the bus) or every query of it fails. {} A lost GPU needs a reset or a reboot; the work on it is gone.",
+            each.join(" ")
+        ),
+    )]
+}
+
+fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let (Some(gpus), threshold) = (&j.run.gpus, rule.threshold) else {
+        return Vec::new();
+    };
+    // A lost GPU's figures are its last ones, and a stale reading's are old: neither says
+    // the GPUs are idle now.
+    let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.failing).collect();
+    let idle = j.run.gpu_hung_since.is_none()
+        && !readable.is_empty()
+        && readable
+            .iter()
+            .all(|g| g.utilization.is_some_and(|u| u < threshold));
+    if !(j.run.any_active() && idle) {
+        return Vec::new();
+    }
+    vec![condition(
+        AlertName::GpusIdle,
+        None,
+        format!(
+            "all {} GPUs under {:.0}% while a partition is active",
+            gpus.devices.len(),
+            threshold * 100.0
+        ),
+        "Every GPU is idle although the log says a partition is being processed.".into(),
+    )]
+}
+
+fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let Some(gpus) = &j.run.gpus else {
+        return Vec::new();
+    };
+    let expected = match rule.threshold as usize {
+        0 => j.history.max_gpus,
+        configured => configured,
+    };
+    if gpus.devices.len() >= expected {
+        return Vec::new();
+    }
+    vec![condition(
+        AlertName::GpuMissing,
+        None,
+        format!("{} of {expected} GPUs visible", gpus.devices.len()),
+        "NVML lists fewer GPUs than expected: one may have fallen off the bus (check dmesg for XID 79).".into(),
+    )]
+}
+
+fn error_rate_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let threshold = rule.threshold;
+    j.views
+        .iter()
+        .filter_map(|v| {
+            let (rate, n) = error_rate(v).filter(|(rate, _)| *rate > threshold)?;
+            Some(condition(
+                AlertName::ErrorRateHigh,
+                Some(v.name),
+                format!("{:.1}% of the last {n} requests failed", rate * 100.0),
+                format!("The error rate is over {:.1}%.", threshold * 100.0),
+            ))
+        })
+        .collect()
+}
+
+fn empty_responses(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let threshold = rule.threshold;
+    j.views
+        .iter()
+        .filter_map(|v| {
+            let (n, _, empty) = v.outputs.as_ref()?.recent.counts();
+            let rate = empty as f64 / n.max(1) as f64;
+            (n >= MIN_SAMPLE && rate > threshold).then(|| {
+                condition(
+                    AlertName::EmptyResponses,
+                    Some(v.name),
+                    format!("{empty} of the last {n} records have an empty response"),
+                    format!("Over {:.1}% of recent records are empty: a capture bug or a server returning nothing.", threshold * 100.0),
+                )
+            })
+        })
+        .collect()
+}
+
+fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let ratio = rule.threshold;
+    j.views
+        .iter()
+        .filter(|v| v.log_output_mismatch_over(crate::model::MISMATCH_MIN_GAP, ratio))
+        .map(|v| {
+            let records = v.outputs.as_ref().map_or(0, |o| o.records);
+            condition(
+                AlertName::LogOutputMismatch,
+                Some(v.name),
+                format!(
+                    "the log says {} completed, the files hold {records}",
+                    v.completed().unwrap_or(0)
+                ),
+                format!(
+                    "The gap ({}) is over max(50, {:.0}% of planned).",
+                    v.log_output_gap().unwrap_or(0),
+                    ratio * 100.0
+                ),
+            )
+        })
+        .collect()
+}
+
+fn partition_finished(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    j.views
+        .iter()
+        .filter(|v| v.reached_plan())
+        .map(|v| {
+            condition(
+                AlertName::PartitionFinished,
+                Some(v.name),
+                format!("{} requests done", v.completed().unwrap_or(0)),
+                partition_summary(v),
+            )
+        })
+        .collect()
+}
+
+fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    let fraction = rule.threshold;
+    let Some((recent, median)) = j.history.throughput(j.now) else {
+        return Vec::new();
+    };
+    if !(median > 0.0 && recent < fraction * median) {
+        return Vec::new();
+    }
+    vec![condition(
+        AlertName::ThroughputDrop,
+        None,
+        format!(
+            "{recent:.0} tok/s over 15m, under {:.0}% of the run's median {median:.0} tok/s",
+            fraction * 100.0
+        ),
+        "Throughput has collapsed: check the server's queue and the GPUs.".into(),
+    )]
+}
+
+fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    if !run_finished(j.run, &j.views) {
+        return Vec::new();
+    }
+    let details: Vec<String> = j.views.iter().map(partition_summary).collect();
+    vec![condition(
+        AlertName::RunFinished,
+        None,
+        format!("all {} partitions done", j.views.len()),
+        format!(
+            "{}\nWall time {}; GPU time {:.1} GPU-hours.",
+            details.join("\n"),
+            human(run_wall_time(j.run).unwrap_or(0.0)),
+            j.history.gpu_seconds / 3600.0
+        ),
+    )]
+}
+
+/// (error rate, requests) over the recent window: the log's counts, else the records.
+fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
+    if let Some(rate) = v.log.and_then(|p| p.recent_error_rate(RATE_WINDOW)) {
+        let window = v.log.map_or(0, |p| p.completed.min(RATE_WINDOW));
+        return (window >= MIN_SAMPLE).then_some((rate, window));
+    }
+    let (n, errors, _) = v.outputs.as_ref()?.recent.counts();
+    (n >= MIN_SAMPLE).then(|| (errors as f64 / n as f64, n))
+}
+
+fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
+    run.finished(views) && !run.any_active()
+}
+
+fn run_wall_time(run: &Run) -> Option<f64> {
+    let start = run
+        .partitions
+        .values()
+        .filter_map(|p| p.started_at)
+        .reduce(f64::min)?;
+    let end = run
+        .partitions
+        .values()
+        .filter_map(|p| p.last_progress_at)
+        .reduce(f64::max)?;
+    Some((end - start).max(0.0))
+}
+
+fn partition_summary(v: &PartitionView<'_>) -> String {
+    let mut s = format!(
+        "{}: {}/{} requests",
+        v.name,
+        v.completed().unwrap_or(0),
+        v.planned().map_or("?".into(), |p| p.to_string())
+    );
+    if let Some(errors) = v.log.and_then(|p| p.errors) {
+        s += &format!(", {errors} errors");
+    }
+    if let Some(o) = &v.outputs {
+        s += &format!(
+            ", {} records, {} error records, {} empty, {} completion tokens",
+            o.records, o.errors, o.empty, o.tokens
+        );
+    }
+    s
+}

@@ -1,0 +1,124 @@
+//! What counts as a stall, and its likely cause: the judgement `Stalled` and `LogSilent`
+//! share, from the partition's evidence of work and what the probes and the server's log say.
+
+use crate::human::human;
+use crate::model::{PartitionView, Run, Seconds};
+
+/// A partition whose progress lines come this many median gaps late is stalled (when that is
+/// longer than the threshold).
+const STALL_GAPS: f64 = 5.0;
+
+/// What the evidence says of an active partition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Stall {
+    /// No evidence of work for longer than the threshold.
+    Stalled { seconds: f64, threshold: f64 },
+    /// The log is silent that long, but the output files keep growing.
+    LogSilent { seconds: f64 },
+}
+
+/// Judges an active partition's evidence against max(`stall_after`, 5× its median gap
+/// between progress reports). Before its first report, log silence is expected for as long as
+/// the first report may take, so it is not `LogSilent` then.
+pub(super) fn judge_stall(
+    run: &Run,
+    v: &PartitionView<'_>,
+    stall_after: f64,
+    now: Seconds,
+) -> Option<Stall> {
+    let e = run.evidence(v, now)?;
+    let threshold = v
+        .log?
+        .median_progress_gap()
+        .map_or(stall_after, |gap| stall_after.max(STALL_GAPS * gap));
+    let seconds = now - e.at;
+    if seconds > threshold {
+        return Some(Stall::Stalled { seconds, threshold });
+    }
+    let silent = now - e.log_at;
+    let first_report_late = e.first_report_due.is_none_or(|due| now > due);
+    // The outputs went on for at least half the threshold while the log was silent: the last
+    // records written just after the last progress line (the driver logs every N completions),
+    // or the first ones after a stall, before the line that reports them, are not "still
+    // growing".
+    let since = e.outputs_since.unwrap_or(e.log_at);
+    let outputs_moving = e.outputs_at.is_some_and(|o| o - since >= threshold / 2.0);
+    (silent > threshold && outputs_moving && first_report_late)
+        .then_some(Stall::LogSilent { seconds: silent })
+}
+
+/// The likely cause of a stall, from what the probes and the server's log say.
+pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
+    if let Some((path, since)) = run.hung(now).into_iter().next() {
+        return (
+            "file system hung",
+            format!(
+                "The file system under {path} does not answer: a read of it has not returned for {} (a hung NFS, Lustre or FUSE mount). The other files are still read.",
+                human(now - since)
+            ),
+        );
+    }
+    if run.process.as_ref().is_some_and(|p| !p.up) {
+        return ("process gone", "The driver process is not running.".into());
+    }
+    if let Some(fatal) = run.server_log.crashed() {
+        return (
+            "server crashed",
+            format!(
+                "The inference server's log ends in a {}: {} (see its last lines below).",
+                fatal.event.replace('_', " "),
+                fatal.text
+            ),
+        );
+    }
+    if run.server_down() {
+        return (
+            "server down",
+            "The inference server's health check fails.".into(),
+        );
+    }
+    let figures = run.server_figures();
+    if run.server.is_some() || figures.running.is_some() {
+        match (figures.running, figures.queued) {
+            (Some(running), queued) if run.server_stuck(now) => {
+                let claimed = run
+                    .server
+                    .as_ref()
+                    .and_then(|s| s.claimed_tokens_per_second)
+                    .filter(|c| *c > 0.0);
+                let held = if running > 0.0 {
+                    format!("{running:.0} running requests")
+                } else {
+                    format!("{:.0} queued requests and runs none", queued.unwrap_or(0.0))
+                };
+                return match claimed {
+                    Some(claimed) => (
+                        "server hung (metrics frozen)",
+                        format!("The server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
+                    ),
+                    None => (
+                        "server hung",
+                        format!("The server holds {held} but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
+                    ),
+                };
+            }
+            (Some(running), _) if running > 0.0 => {
+                return (
+                    "server busy, nothing written",
+                    format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", figures.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
+                )
+            }
+            (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {
+                return (
+                    "server idle, client waiting",
+                    "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
+                )
+            }
+            _ => {}
+        }
+    }
+    (
+        "cause unknown",
+        "Configure --process-match and --server-metrics-url to narrow it down.".into(),
+    )
+}
