@@ -103,11 +103,7 @@ fn every_run_flag_is_documented_and_every_documented_flag_is_taken() {
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     let taken: BTreeSet<String> = help
         .lines()
-        .filter_map(|l| {
-            l.trim_start()
-                .split_whitespace()
-                .find(|w| w.starts_with("--"))
-        })
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
         .map(|w| w.trim_end_matches(',').to_owned())
         .collect();
     let doc = doc();
