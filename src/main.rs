@@ -3,7 +3,7 @@ use clap::Parser as _;
 use pipeline_pulse::alert::engine::test_notify;
 use pipeline_pulse::cli::StatusArgs;
 use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
-use pipeline_pulse::config::{Config, ConfigError, RawConfig};
+use pipeline_pulse::config::{key, Config, ConfigError, RawConfig};
 use pipeline_pulse::status::{self, Status};
 use pipeline_pulse::{demo, discover, sidecar};
 use std::io::{IsTerminal, Write};
@@ -161,12 +161,7 @@ fn config_error(e: &ConfigError) -> ExitCode {
 }
 
 fn load(args: &RunArgs) -> Result<Config, ConfigError> {
-    let mut raw = match &args.config {
-        Some(path) => RawConfig::from_file(path)?,
-        None => RawConfig::default(),
-    };
-    args.lay_over(&mut raw);
-    discover::configure(raw)
+    discover::configure(args.raw()?)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -191,10 +186,10 @@ const EXIT_STATUS_ERROR: u8 = 2;
 
 fn status(args: &StatusArgs) -> ExitCode {
     let files = &args.files;
-    let from_files = !files.logs.is_empty()
-        || !files.outputs.is_empty()
-        || files.config.is_some()
-        || files.run_dir.is_some();
+    let from_files = [&key::logs, &key::outputs, &key::run_dir]
+        .iter()
+        .any(|k| files.keys.has(k))
+        || files.config.is_some();
     if from_files && args.remote.given() {
         eprintln!("pipeline-pulse status: --url and its TLS and auth options ask a running sidecar; --log, --outputs, --config and --run-dir read the files: give one or the other");
         return ExitCode::from(EXIT_STATUS_ERROR);

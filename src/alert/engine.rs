@@ -326,7 +326,7 @@ impl Engine {
             self.saved.alertmanager_pushed_at = now;
         }
         for channel in &self.config.http {
-            let (body, carried) = match channel.shape {
+            let (batch, carried) = match channel.shape {
                 Shape::AlertmanagerApi if push => {
                     let mut batch: Vec<payload::Alert> = firing
                         .iter()
@@ -356,21 +356,22 @@ impl Engine {
                     if batch.is_empty() {
                         continue;
                     }
-                    (payload::alertmanager_api(&batch, context), carried)
+                    (batch, carried)
                 }
-                Shape::Alertmanager if !notifications.is_empty() => {
-                    let batch = payload::from_notifications(notifications, context, interval, now);
-                    (
-                        payload::webhook_v4(&batch, context, &channel.name),
-                        alerts.clone(),
-                    )
-                }
-                Shape::Slack if !notifications.is_empty() => (
-                    payload::slack(notifications, status, context),
+                Shape::Alertmanager | Shape::Slack if !notifications.is_empty() => (
+                    payload::from_notifications(notifications, context, interval, now),
                     alerts.clone(),
                 ),
                 _ => continue,
             };
+            let body = payload::body(
+                channel.shape,
+                &batch,
+                notifications,
+                Some(status),
+                context,
+                &channel.name,
+            );
             self.saved.next_id += 1;
             out.push(Outgoing {
                 id: format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id),
@@ -614,27 +615,27 @@ pub async fn send_tests(config: &AlertConfig) -> Vec<(String, Result<(), String>
         details: "Sent by `pipeline-pulse test-notify`; alerts will arrive here like this one."
             .to_owned(),
     };
+    let notice = Notification {
+        kind: Kind::Notice,
+        condition: test,
+        since: now,
+    };
     for channel in &config.http {
-        let body = match channel.shape {
-            // Resolved as it is sent: Alertmanager takes it (proving the path) and pages no one.
-            Shape::AlertmanagerApi => {
-                let mut alert = payload::alert(&test, &config.context, now, now, true);
-                alert
-                    .labels
-                    .insert("alertname".to_owned(), "PipelinePulseTest".to_owned());
-                payload::alertmanager_api(&[alert], &config.context)
-            }
-            Shape::Alertmanager => {
-                let mut alert = payload::alert(&test, &config.context, now, now, false);
-                alert
-                    .labels
-                    .insert("alertname".to_owned(), "PipelinePulseTest".to_owned());
-                payload::webhook_v4(&[alert], &config.context, &channel.name)
-            }
-            Shape::Slack => serde_json::json!({
-                "text": format!("[pulse] {}", test.summary),
-            }),
-        };
+        // Resolved as it is pushed: an Alertmanager takes it (proving the path) and pages no
+        // one.
+        let resolved = channel.shape == Shape::AlertmanagerApi;
+        let mut alert = payload::alert(&notice.condition, &config.context, now, now, resolved);
+        alert
+            .labels
+            .insert("alertname".to_owned(), "PipelinePulseTest".to_owned());
+        let body = payload::body(
+            channel.shape,
+            &[alert],
+            std::slice::from_ref(&notice),
+            None,
+            &config.context,
+            &channel.name,
+        );
         let result = match channel.client() {
             Ok(client) => match channel
                 .send(&client, &body.to_string(), config.http_timeout)

@@ -3,6 +3,7 @@
 //! written for Alertmanager already parses) and a Slack incoming-webhook message. Pure: the
 //! caller passes the alerts, the status and `now`.
 
+use super::channel::Shape;
 use super::lifecycle::{Kind, Notification};
 use super::{AlertName, Condition};
 use crate::alert::email::Context;
@@ -208,9 +209,27 @@ pub fn webhook_v4(alerts: &[Alert], context: &Context, receiver: &str) -> Value 
     })
 }
 
+/// What a channel of `shape` posts, for the alerts and the notifications they came from: the
+/// one builder both sending and `test-notify` use. `receiver` names the channel in the
+/// webhook payload; a Slack message without a `status` has no progress line.
+pub fn body(
+    shape: Shape,
+    alerts: &[Alert],
+    notifications: &[Notification],
+    status: Option<&Status>,
+    context: &Context,
+    receiver: &str,
+) -> Value {
+    match shape {
+        Shape::AlertmanagerApi => alertmanager_api(alerts, context),
+        Shape::Alertmanager => webhook_v4(alerts, context, receiver),
+        Shape::Slack => slack(notifications, status, context),
+    }
+}
+
 /// A Slack incoming-webhook message: `text` for notifications and clients without blocks,
 /// and blocks with the cause, the progress line, the GPU summary and the links.
-pub fn slack(notifications: &[Notification], status: &Status, context: &Context) -> Value {
+fn slack(notifications: &[Notification], status: Option<&Status>, context: &Context) -> Value {
     let headline: Vec<String> = notifications
         .iter()
         .map(|n| {
@@ -252,7 +271,9 @@ pub fn slack(notifications: &[Notification], status: &Status, context: &Context)
             json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&body, 3000)}}),
         );
     }
-    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&progress(status), 3000)}}));
+    if let Some(status) = status {
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&progress(status), 3000)}}));
+    }
     let mut links = Vec::new();
     if let Some(url) = &context.status_url {
         links.push(format!("<{url}|status page>"));

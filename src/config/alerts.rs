@@ -1,10 +1,8 @@
 //! The alerting keys: rules, SMTP and email addresses, validated into the alert engine's
 //! configuration.
 
-use super::{
-    duration, in_span, ConfigError, RawConfig, Span, ALERT_INTERVAL, REPEAT_INTERVAL,
-    RETRY_BACKOFF, RULE_FOR, SILENCE_THRESHOLD, SMTP_TIMEOUT,
-};
+use super::keys::{self, key};
+use super::{in_span, ConfigError, RawConfig, Span};
 use crate::alert::delivery::Target;
 use crate::alert::email::Context;
 use crate::alert::settings::{AlertConfig, Delivery};
@@ -34,18 +32,8 @@ pub enum Threshold {
 
 impl RawConfig {
     pub(super) fn alerts(&self) -> Result<AlertConfig, ConfigError> {
-        let interval = duration(
-            "alert_interval",
-            self.alert_interval.as_deref(),
-            "15s",
-            ALERT_INTERVAL,
-        )?;
-        let repeat = duration(
-            "repeat_interval",
-            self.repeat_interval.as_deref(),
-            "1h",
-            REPEAT_INTERVAL,
-        )?;
+        let interval = key::alert_interval.duration(self.alert_interval.as_deref())?;
+        let repeat = key::repeat_interval.duration(self.repeat_interval.as_deref())?;
         let mut rules = Rules::default();
         for (name, raw) in &self.rules {
             let key = |k: &str| format!("rules.{name}.{k}");
@@ -64,13 +52,14 @@ impl RawConfig {
                 rule.threshold = threshold_value(alert, threshold, &key("threshold"))?;
             }
             if let Some(text) = &raw.for_ {
-                rule.for_seconds = duration(&key("for"), Some(text), "0s", RULE_FOR)?.as_secs_f64();
+                rule.for_seconds = keys::RULE_FOR
+                    .duration_as(&key("for"), Some(text))?
+                    .as_secs_f64();
             }
         }
         if let Some(stall) = &self.stall_after {
             let rule = rules.0.get_mut(&AlertName::Stalled).expect("default");
-            rule.threshold =
-                duration("stall_after", Some(stall), "10m", SILENCE_THRESHOLD)?.as_secs_f64();
+            rule.threshold = key::stall_after.duration(Some(stall))?.as_secs_f64();
         }
         let host = self.hostname.clone().unwrap_or_else(hostname);
         let delivery = match &self.smtp {
@@ -90,12 +79,7 @@ impl RawConfig {
             delivery,
             http,
             http_timeout,
-            retry_backoff: duration(
-                "retry_backoff",
-                self.retry_backoff.as_deref(),
-                "10s",
-                RETRY_BACKOFF,
-            )?,
+            retry_backoff: key::retry_backoff.duration(self.retry_backoff.as_deref())?,
             context: Context {
                 host,
                 dashboard_url: self.dashboard_url.clone(),
@@ -190,12 +174,7 @@ impl RawConfig {
             target,
             from,
             to: self.email_to.clone(),
-            timeout: duration(
-                "smtp_timeout",
-                self.smtp_timeout.as_deref(),
-                "30s",
-                SMTP_TIMEOUT,
-            )?,
+            timeout: key::smtp_timeout.duration(self.smtp_timeout.as_deref())?,
         })
     }
 }
@@ -214,7 +193,9 @@ pub(super) enum ThresholdKind {
 
 pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
     match alert {
-        AlertName::Stalled | AlertName::ServerHung => ThresholdKind::Silence(SILENCE_THRESHOLD),
+        AlertName::Stalled | AlertName::ServerHung => {
+            ThresholdKind::Silence(key::stall_after.span())
+        }
         AlertName::GpusIdle
         | AlertName::ErrorRateHigh
         | AlertName::EmptyResponses

@@ -2,7 +2,7 @@
 //! engine's channels. A token is read here, from a file or the environment, never from a flag
 //! or the config file itself, and never written to the outbox.
 
-use super::{duration, ConfigError, RawConfig, HEARTBEAT_INTERVAL, WEBHOOK_TIMEOUT};
+use super::{key, ConfigError, RawConfig};
 use crate::alert::channel::{HttpChannel, Shape};
 use crate::alert::heartbeat::{self, HeartbeatConfig};
 use crate::http_client::Url;
@@ -60,24 +60,14 @@ impl RawConfig {
             url: Url::parse_web(url).map_err(|e| ConfigError::invalid("heartbeat_url", e))?,
             fail_url: Url::parse_web(&fail)
                 .map_err(|e| ConfigError::invalid("heartbeat_fail_url", e))?,
-            interval: duration(
-                "heartbeat_interval",
-                self.heartbeat_interval.as_deref(),
-                "60s",
-                HEARTBEAT_INTERVAL,
-            )?,
+            interval: key::heartbeat_interval.duration(self.heartbeat_interval.as_deref())?,
             timeout: self.webhook_timeout()?,
         }))
     }
 
     /// One POST's (or heartbeat ping's) time limit.
     fn webhook_timeout(&self) -> Result<Duration, ConfigError> {
-        duration(
-            "webhook_timeout",
-            self.webhook_timeout.as_deref(),
-            "10s",
-            WEBHOOK_TIMEOUT,
-        )
+        key::webhook_timeout.duration(self.webhook_timeout.as_deref())
     }
 
     pub(super) fn http_channels(&self) -> Result<(Vec<HttpChannel>, Duration), ConfigError> {

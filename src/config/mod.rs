@@ -11,27 +11,20 @@ use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog,
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 mod alerts;
 mod channels;
+pub mod keys;
 mod pointers;
 mod unique;
 
 pub use alerts::{RawRule, Threshold};
+pub use keys::{key, RawConfig};
 pub use pointers::Pointers;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use unique::{identity, normalize, same_file};
-
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:9721";
-pub const DEFAULT_POLL_INTERVAL: &str = "250ms";
-pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
-pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "5s";
-pub const DEFAULT_GPU_INTERVAL: &str = "5s";
-pub const DEFAULT_PROBE_INTERVAL: &str = "5s";
-pub const DEFAULT_PROBE_TIMEOUT: &str = "2s";
 
 /// How to find the GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -62,12 +55,6 @@ impl std::str::FromStr for GpuMode {
         }
     }
 }
-/// Long enough for any progress line or traceback frame; short enough that a runaway line
-/// costs a bounded amount of memory.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 1024 * 1024;
-/// A record longer than this is counted but not inspected: even a 100k-token completion with
-/// its reasoning fits, and one corrupt line cannot take the sidecar's memory.
-pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -116,111 +103,6 @@ impl From<String> for Listen {
     fn from(address: String) -> Listen {
         Listen::One(address)
     }
-}
-
-/// The file as written: every key optional, values not yet interpreted.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawConfig {
-    /// The run's folder: its logs, outputs, inputs, driver and server are discovered, for every
-    /// key not given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_dir: Option<PathBuf>,
-    /// How often discovery looks again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub discover_interval: Option<String>,
-    /// One address, or a list of them.
-    pub listen: Option<Listen>,
-    pub state_dir: Option<PathBuf>,
-    pub poll_interval: Option<String>,
-    pub max_line_bytes: Option<usize>,
-    pub header_read_timeout: Option<String>,
-    /// Connections served at once; more are answered 503.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_connections: Option<usize>,
-    /// The Prometheus web configuration file (exporter-toolkit's schema): TLS, client
-    /// certificates and basic auth.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub web_config_file: Option<PathBuf>,
-    /// Serve `/-/healthy` without basic auth, for probes that cannot send it (by default auth
-    /// covers every path, as in exporter-toolkit). A required client certificate is still
-    /// required: TLS comes before any path is known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub health_without_auth: Option<bool>,
-    pub snapshot_interval: Option<String>,
-    /// One history point per series per this long.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub history_resolution: Option<String>,
-    /// How far back the history reaches.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub history_span: Option<String>,
-    pub max_record_bytes: Option<usize>,
-    pub gpu: Option<GpuMode>,
-    pub gpu_interval: Option<String>,
-    pub gpu_processes: Option<bool>,
-    /// The most one reading of the GPUs may take before its figures count as stale.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu_timeout: Option<String>,
-    /// Load NVML from this file instead of `libnvidia-ml.so.1` from the library path.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nvml_library: Option<PathBuf>,
-    pub process_match: Option<String>,
-    pub pid_file: Option<PathBuf>,
-    pub server_health_url: Option<String>,
-    pub server_metrics_url: Option<String>,
-    pub probe_interval: Option<String>,
-    pub probe_timeout: Option<String>,
-    /// `smtp://host:port?tls=none|starttls|tls` or `file:///dir`.
-    pub smtp: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub email_to: Vec<String>,
-    pub email_from: Option<String>,
-    pub smtp_user: Option<String>,
-    pub smtp_password_file: Option<PathBuf>,
-    pub smtp_password_env: Option<String>,
-    pub smtp_ca_file: Option<PathBuf>,
-    pub smtp_timeout: Option<String>,
-    /// The wait before retrying a failed send; it doubles with each failure.
-    pub retry_backoff: Option<String>,
-    pub alert_interval: Option<String>,
-    /// Alertmanagers to push alerts to (base URLs); every one gets every alert.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub alertmanager_urls: Vec<String>,
-    /// Webhooks: Alertmanager's payload or Slack's.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub webhooks: Vec<channels::RawWebhook>,
-    /// Pinged every heartbeat_interval while every input reads (healthchecks.io style).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub heartbeat_url: Option<String>,
-    /// Pinged instead while a collector is down; by default heartbeat_url with /fail.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub heartbeat_fail_url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub heartbeat_interval: Option<String>,
-    /// The most one POST to an Alertmanager or a webhook may take.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub webhook_timeout: Option<String>,
-    pub repeat_interval: Option<String>,
-    /// Shortcut for `[rules.Stalled] threshold`.
-    pub stall_after: Option<String>,
-    pub dashboard_url: Option<String>,
-    pub status_url: Option<String>,
-    /// The host name alert emails give; by default the machine's.
-    pub hostname: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rules: BTreeMap<String, RawRule>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub logs: Vec<RawLog>,
-    /// The inference server's own logs (SGLang or vLLM).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub server_logs: Vec<PathBuf>,
-    /// `auto`, `sglang` or `vllm`.
-    pub server_log_format: Option<Format>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outputs: Vec<RawOutputs>,
-    /// Globs of input files whose line counts are the planned requests per partition.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub inputs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -338,38 +220,13 @@ impl RawConfig {
 
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let listen = self.listen_addresses()?;
-        let poll_interval = duration(
-            "poll_interval",
-            self.poll_interval.as_deref(),
-            DEFAULT_POLL_INTERVAL,
-            POLL_INTERVAL,
-        )?;
-        let header_read_timeout = duration(
-            "header_read_timeout",
-            self.header_read_timeout.as_deref(),
-            DEFAULT_HEADER_READ_TIMEOUT,
-            HEADER_READ_TIMEOUT,
-        )?;
-        let snapshot_interval = duration(
-            "snapshot_interval",
-            self.snapshot_interval.as_deref(),
-            DEFAULT_SNAPSHOT_INTERVAL,
-            SNAPSHOT_INTERVAL,
-        )?;
-        let max_line_bytes = count(
-            "max_line_bytes",
-            self.max_line_bytes,
-            DEFAULT_MAX_LINE_BYTES,
-            MAX_LINE_BYTES,
-            "bytes",
-        )?;
-        let max_record_bytes = count(
-            "max_record_bytes",
-            self.max_record_bytes,
-            DEFAULT_MAX_RECORD_BYTES,
-            MAX_RECORD_BYTES,
-            "bytes",
-        )?;
+        let poll_interval = key::poll_interval.duration(self.poll_interval.as_deref())?;
+        let header_read_timeout =
+            key::header_read_timeout.duration(self.header_read_timeout.as_deref())?;
+        let snapshot_interval =
+            key::snapshot_interval.duration(self.snapshot_interval.as_deref())?;
+        let max_line_bytes = key::max_line_bytes.count(self.max_line_bytes)?;
+        let max_record_bytes = key::max_record_bytes.count(self.max_record_bytes)?;
         let mut logs = self
             .logs
             .iter()
@@ -410,37 +267,13 @@ impl RawConfig {
         for (i, glob) in self.inputs.iter().enumerate() {
             check_glob(&format!("inputs[{i}]"), glob)?;
         }
-        let gpu_interval = duration(
-            "gpu_interval",
-            self.gpu_interval.as_deref(),
-            DEFAULT_GPU_INTERVAL,
-            GPU_INTERVAL,
-        )?;
-        let gpu_timeout = duration(
-            "gpu_timeout",
-            self.gpu_timeout.as_deref(),
-            "10s",
-            GPU_TIMEOUT,
-        )?;
-        let probe_interval = duration(
-            "probe_interval",
-            self.probe_interval.as_deref(),
-            DEFAULT_PROBE_INTERVAL,
-            PROBE_INTERVAL,
-        )?;
-        let probe_timeout = duration(
-            "probe_timeout",
-            self.probe_timeout.as_deref(),
-            DEFAULT_PROBE_TIMEOUT,
-            PROBE_TIMEOUT,
-        )?;
+        let gpu_interval = key::gpu_interval.duration(self.gpu_interval.as_deref())?;
+        let gpu_timeout = key::gpu_timeout.duration(self.gpu_timeout.as_deref())?;
+        let probe_interval = key::probe_interval.duration(self.probe_interval.as_deref())?;
+        let probe_timeout = key::probe_timeout.duration(self.probe_timeout.as_deref())?;
         unique::check(self)?;
-        let discover_interval = duration(
-            "discover_interval",
-            self.discover_interval.as_deref(),
-            "30s",
-            DISCOVER_INTERVAL,
-        )?;
+        let discover_interval =
+            key::discover_interval.duration(self.discover_interval.as_deref())?;
         let probes = self.probes(probe_timeout)?;
         let alerts = self.alerts()?;
         let web = self.web()?;
@@ -455,13 +288,7 @@ impl RawConfig {
             poll_interval,
             max_line_bytes,
             header_read_timeout,
-            max_connections: count(
-                "max_connections",
-                self.max_connections,
-                64,
-                MAX_CONNECTIONS,
-                "connections",
-            )?,
+            max_connections: key::max_connections.count(self.max_connections)?,
             snapshot_interval,
             max_record_bytes,
             logs,
@@ -482,20 +309,12 @@ impl RawConfig {
     }
 
     fn history(&self) -> Result<(f64, f64), ConfigError> {
-        let resolution = duration(
-            "history_resolution",
-            self.history_resolution.as_deref(),
-            "30s",
-            HISTORY_RESOLUTION,
-        )?
-        .as_secs_f64();
-        let span = duration(
-            "history_span",
-            self.history_span.as_deref(),
-            "48h",
-            HISTORY_SPAN,
-        )?
-        .as_secs_f64();
+        let resolution = key::history_resolution
+            .duration(self.history_resolution.as_deref())?
+            .as_secs_f64();
+        let span = key::history_span
+            .duration(self.history_span.as_deref())?
+            .as_secs_f64();
         // The bound on memory: points per series.
         if span / resolution > 100_000.0 {
             return Err(ConfigError::invalid(
@@ -529,10 +348,13 @@ impl RawConfig {
     }
 
     fn listen_addresses(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        let keys::DefaultValue::Value(default) = key::listen.default else {
+            unreachable!("listen has a default")
+        };
         let given = self
             .listen
             .as_ref()
-            .map_or(vec![DEFAULT_LISTEN], Listen::addresses);
+            .map_or(vec![default], Listen::addresses);
         if given.is_empty() {
             return Err(ConfigError::invalid("listen", "needs at least one address"));
         }
@@ -729,22 +551,10 @@ impl LogConfig {
 }
 
 impl Config {
-    /// The effective configuration as TOML, every default spelled out.
+    /// The effective configuration as TOML, every default spelled out and every key after
+    /// its documentation.
     pub fn to_toml(&self) -> String {
-        let d = |d: Duration| Some(humantime::format_duration(d).to_string());
         let mut raw = self.source.clone();
-        raw.listen = Some(match &self.listen[..] {
-            [one] => Listen::One(one.to_string()),
-            all => Listen::Many(all.iter().map(ToString::to_string).collect()),
-        });
-        raw.poll_interval = d(self.poll_interval);
-        raw.max_line_bytes = Some(self.max_line_bytes);
-        raw.header_read_timeout = d(self.header_read_timeout);
-        raw.max_connections = Some(self.max_connections);
-        raw.snapshot_interval = d(self.snapshot_interval);
-        raw.history_resolution = d(Duration::from_secs_f64(self.history.0));
-        raw.history_span = d(Duration::from_secs_f64(self.history.1));
-        raw.max_record_bytes = Some(self.max_record_bytes);
         raw.outputs = self
             .outputs
             .iter()
@@ -773,23 +583,13 @@ impl Config {
                 unit_divisor: l.unit_divisor,
             })
             .collect();
-        raw.gpu = Some(self.gpu);
-        raw.gpu_interval = d(self.gpu_interval);
-        raw.gpu_processes = Some(self.gpu_processes);
-        raw.gpu_timeout = d(self.gpu_timeout);
-        raw.probe_interval = d(self.probe_interval);
-        raw.probe_timeout = d(self.probes.timeout);
-        raw.alert_interval = d(self.alerts.interval);
-        raw.repeat_interval = d(self.alerts.repeat);
         raw.hostname = Some(self.alerts.context.host.clone());
         if let Some(delivery) = &self.alerts.delivery {
             raw.email_from = Some(delivery.from.clone());
-            raw.smtp_timeout = d(delivery.timeout);
         }
-        raw.retry_backoff = d(self.alerts.retry_backoff);
-        raw.webhook_timeout = d(self.alerts.http_timeout);
         // Every rule, with its effective settings; stall_after is folded into Stalled.
         raw.stall_after = None;
+        let d = |d: Duration| Some(humantime::format_duration(d).to_string());
         raw.rules = self
             .alerts
             .rules
@@ -812,7 +612,11 @@ impl Config {
                 (alert.to_string(), raw_rule)
             })
             .collect();
-        toml::to_string(&raw).expect("a RawConfig always serializes")
+        let mut table = keys::to_table(&raw);
+        keys::with_defaults(&mut table);
+        // The default was folded into the rule above.
+        table.remove(key::stall_after.name);
+        keys::commented(table)
     }
 }
 
@@ -826,42 +630,12 @@ pub struct Span {
 }
 
 /// A range of milliseconds.
-const fn span(min: u64, max: u64) -> Span {
+pub(crate) const fn span(min: u64, max: u64) -> Span {
     Span {
         min: Duration::from_millis(min),
         max: Duration::from_millis(max),
     }
 }
-
-const MINUTE: u64 = 60_000;
-const HOUR: u64 = 60 * MINUTE;
-const DAY: u64 = 24 * HOUR;
-
-pub const POLL_INTERVAL: Span = span(10, MINUTE);
-pub const HEADER_READ_TIMEOUT: Span = span(100, 10 * MINUTE);
-pub const SNAPSHOT_INTERVAL: Span = span(100, HOUR);
-pub const GPU_INTERVAL: Span = span(100, HOUR);
-pub const GPU_TIMEOUT: Span = span(100, 10 * MINUTE);
-pub const PROBE_INTERVAL: Span = span(100, HOUR);
-pub const PROBE_TIMEOUT: Span = span(100, 5 * MINUTE);
-pub const ALERT_INTERVAL: Span = span(50, HOUR);
-pub const HEARTBEAT_INTERVAL: Span = span(100, DAY);
-pub const HISTORY_RESOLUTION: Span = span(1000, HOUR);
-pub const HISTORY_SPAN: Span = span(MINUTE, 30 * DAY);
-pub const WEBHOOK_TIMEOUT: Span = span(100, 5 * MINUTE);
-pub const REPEAT_INTERVAL: Span = span(MINUTE, 30 * DAY);
-pub const SMTP_TIMEOUT: Span = span(100, 10 * MINUTE);
-pub const RETRY_BACKOFF: Span = span(100, HOUR);
-/// `Stalled` and `ServerHung` thresholds. The floor is low because the demo and the tests run
-/// a compressed clock; a real run would not use less than a minute.
-pub const SILENCE_THRESHOLD: Span = span(100, 30 * DAY);
-pub const DISCOVER_INTERVAL: Span = span(1000, HOUR);
-pub const RULE_FOR: Span = span(0, 30 * DAY);
-
-/// The range of a byte-size key.
-pub const MAX_LINE_BYTES: (usize, usize) = (256, 1 << 30);
-pub const MAX_RECORD_BYTES: (usize, usize) = (1024, 1 << 30);
-pub const MAX_CONNECTIONS: (usize, usize) = (1, 65536);
 
 impl std::fmt::Display for Span {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

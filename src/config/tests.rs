@@ -17,7 +17,7 @@ fn key_of(err: ConfigError) -> String {
 #[test]
 fn defaults() {
     let c = parse("").unwrap();
-    assert_eq!(c.listen[0].to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.listen[0].to_string(), "0.0.0.0:9721");
     assert_eq!(c.poll_interval, Duration::from_millis(250));
     assert!(c.logs.is_empty());
 }
