@@ -17,7 +17,6 @@ use std::time::Duration;
 pub struct RawRule {
     pub enabled: Option<bool>,
     /// A number, or for `Stalled` a duration such as "10m".
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub threshold: Option<Threshold>,
     #[serde(rename = "for")]
     pub for_: Option<String>,
@@ -52,7 +51,7 @@ impl RawConfig {
                 rule.threshold = threshold_value(alert, threshold, &key("threshold"))?;
             }
             if let Some(text) = &raw.for_ {
-                rule.for_seconds = keys::RULE_FOR
+                rule.for_seconds = keys::field("rules", "for")
                     .duration_as(&key("for"), Some(text))?
                     .as_secs_f64();
             }

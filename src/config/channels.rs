@@ -18,13 +18,11 @@ use std::time::Duration;
 pub struct RawWebhook {
     pub url: String,
     /// `alertmanager` (the webhook payload, version 4) or `slack`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
     /// Headers to send, each read from a file or an environment variable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, RawHeader>,
     /// A private CA (PEM) for an https URL.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
 }
 
@@ -32,12 +30,9 @@ pub struct RawWebhook {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawHeader {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub env: Option<String>,
     /// Put before the value read (`"Bearer "`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
 }
 

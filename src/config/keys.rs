@@ -85,7 +85,10 @@ const fn key(kind: Kind, doc: &'static str) -> Key {
 }
 
 const fn duration(default: &'static str, min_ms: u64, max_ms: u64, doc: &'static str) -> Key {
-    key(Kind::Duration(super::span(min_ms, max_ms)), doc).default(default)
+    Key {
+        default: DefaultValue::Value(default),
+        ..key(Kind::Duration(super::span(min_ms, max_ms)), doc)
+    }
 }
 
 const fn text(value_name: &'static str, doc: &'static str) -> Key {
@@ -94,71 +97,6 @@ const fn text(value_name: &'static str, doc: &'static str) -> Key {
 
 const fn path(value_name: &'static str, doc: &'static str) -> Key {
     key(Kind::Path(value_name), doc)
-}
-
-const fn field(table: &'static str, name: &'static str, key: Key) -> Key {
-    Key {
-        table: Some(table),
-        name,
-        ..key
-    }
-}
-
-impl Key {
-    const fn named(self, name: &'static str) -> Key {
-        Key { name, ..self }
-    }
-    const fn flag(self, long: &'static str) -> Key {
-        Key {
-            flag: Flag::Value(long),
-            ..self
-        }
-    }
-    const fn switch(self, long: &'static str) -> Key {
-        Key {
-            flag: Flag::Switch(long),
-            ..self
-        }
-    }
-    const fn repeat(self, long: &'static str) -> Key {
-        Key {
-            flag: Flag::Repeat(long),
-            ..self
-        }
-    }
-    const fn every(self, long: &'static str) -> Key {
-        Key {
-            flag: Flag::EveryTable(long),
-            ..self
-        }
-    }
-    const fn alias(self, alias: &'static str) -> Key {
-        Key {
-            alias: Some(alias),
-            ..self
-        }
-    }
-    const fn default(self, value: &'static str) -> Key {
-        Key {
-            default: DefaultValue::Value(value),
-            ..self
-        }
-    }
-    const fn derived(self, from: &'static str) -> Key {
-        Key {
-            default: DefaultValue::Derived(from),
-            ..self
-        }
-    }
-    const fn rule(self, rule: &'static str) -> Key {
-        Key { rule, ..self }
-    }
-    const fn needs(self, other: &'static str) -> Key {
-        Key {
-            needs: Some(other),
-            ..self
-        }
-    }
 }
 
 /// Whether a key is absent from a file, so that `check-config` and `discover` print only
@@ -205,7 +143,7 @@ macro_rules! keys {
         #[allow(non_upper_case_globals)]
         pub mod key {
             use super::*;
-            $(pub const $field: Key = $key.named(stringify!($field));)*
+            $(pub const $field: Key = Key { name: stringify!($field), ..$key };)*
         }
 
         /// Every top-level key, in the order of the file's documentation.
@@ -218,200 +156,94 @@ const HOUR: u64 = 60 * MINUTE;
 const DAY: u64 = 24 * HOUR;
 
 keys! {
-    run_dir: Option<PathBuf> = path("DIR", "the run's folder: its logs, outputs, inputs, driver and server are discovered, for every key not given")
-        .flag("run-dir"),
-    discover_interval: Option<String> = duration("30s", 1000, HOUR, "how often discovery looks again for new logs, partitions, a driver and a server")
-        .flag("discover-interval"),
-    listen: Option<Listen> = text("ADDR", "address to serve /metrics on, or a list of them: every one is served")
-        .repeat("listen").default("0.0.0.0:9721")
-        .rule("port 1–65535, or 0 for any free port (tests); each address once"),
-    poll_interval: Option<String> = duration("250ms", 10, MINUTE, "how often the inputs are checked for new bytes (`stat`, no inotify: works on NFS)")
-        .flag("poll-interval"),
-    max_line_bytes: Option<usize> = key(Kind::Count(256, 1 << 30, "bytes"), "longer lines are dropped and counted in `pulse_tail_oversized_lines_total`")
-        .default("1048576"),
-    header_read_timeout: Option<String> = duration("10s", 100, 10 * MINUTE, "an HTTP client that takes longer to send its request headers is cut off")
-        .flag("header-read-timeout"),
-    max_connections: Option<usize> = key(Kind::Count(1, 65536, "connections"), "requests served at once; more are answered 503 with Retry-After: 1 at once, not queued")
-        .flag("max-connections").default("64"),
-    web_config_file: Option<PathBuf> = path("FILE", "the Prometheus web config (exporter-toolkit's schema): TLS, client certificates, basic auth, headers")
-        .flag("web-config-file").alias("web.config.file"),
-    health_without_auth: Option<bool> = key(Kind::Bool, "serve /-/healthy without basic auth, for probes that have no password (a required client certificate is still required)")
-        .default("false").needs("web_config_file"),
-    state_dir: Option<PathBuf> = path("DIR", "directory for the snapshot kept across restarts (created if missing)")
-        .flag("state-dir"),
-    snapshot_interval: Option<String> = duration("5s", 100, HOUR, "how often the state directory's snapshot is rewritten")
-        .flag("snapshot-interval"),
+    run_dir: Option<PathBuf> = Key { flag: Flag::Value("run-dir"), ..path("DIR", "the run's folder: its logs, outputs, inputs, driver and server are discovered, for every key not given") },
+    discover_interval: Option<String> = Key { flag: Flag::Value("discover-interval"), ..duration("30s", 1000, HOUR, "how often discovery looks again for new logs, partitions, a driver and a server") },
+    listen: Option<Listen> = Key { flag: Flag::Repeat("listen"), default: DefaultValue::Value("0.0.0.0:9721"), rule: "port 1–65535, or 0 for any free port (tests); each address once", ..text("ADDR", "address to serve /metrics on, or a list of them: every one is served") },
+    poll_interval: Option<String> = Key { flag: Flag::Value("poll-interval"), ..duration("250ms", 10, MINUTE, "how often the inputs are checked for new bytes (`stat`, no inotify: works on NFS)") },
+    max_line_bytes: Option<usize> = Key { default: DefaultValue::Value("1048576"), ..key(Kind::Count(256, 1 << 30, "bytes"), "longer lines are dropped and counted in `pulse_tail_oversized_lines_total`") },
+    header_read_timeout: Option<String> = Key { flag: Flag::Value("header-read-timeout"), ..duration("10s", 100, 10 * MINUTE, "an HTTP client that takes longer to send its request headers is cut off") },
+    max_connections: Option<usize> = Key { flag: Flag::Value("max-connections"), default: DefaultValue::Value("64"), ..key(Kind::Count(1, 65536, "connections"), "requests served at once; more are answered 503 with Retry-After: 1 at once, not queued") },
+    web_config_file: Option<PathBuf> = Key { flag: Flag::Value("web-config-file"), alias: Some("web.config.file"), ..path("FILE", "the Prometheus web config (exporter-toolkit's schema): TLS, client certificates, basic auth, headers") },
+    health_without_auth: Option<bool> = Key { default: DefaultValue::Value("false"), needs: Some("web_config_file"), ..key(Kind::Bool, "serve /-/healthy without basic auth, for probes that have no password (a required client certificate is still required)") },
+    state_dir: Option<PathBuf> = Key { flag: Flag::Value("state-dir"), ..path("DIR", "directory for the snapshot kept across restarts (created if missing)") },
+    snapshot_interval: Option<String> = Key { flag: Flag::Value("snapshot-interval"), ..duration("5s", 100, HOUR, "how often the state directory's snapshot is rewritten") },
     history_resolution: Option<String> = duration("30s", 1000, HOUR, "one history point per series per this long"),
-    history_span: Option<String> = duration("48h", MINUTE, 30 * DAY, "how far back the history reaches")
-        .rule("at most 100000 points per series"),
-    gpu: Option<GpuMode> = key(Kind::Choice(&["auto", "on", "off", "simulated"]), "how to read the GPUs: NVML if present, NVML or fail, not at all, or eight made-up GPUs (demos and tests)")
-        .flag("gpu").default("auto"),
-    gpu_interval: Option<String> = duration("5s", 100, HOUR, "how often the GPUs are sampled")
-        .flag("gpu-interval"),
-    gpu_processes: Option<bool> = key(Kind::Bool, "also export GPU memory per process")
-        .switch("gpu-processes").default("false"),
-    gpu_timeout: Option<String> = duration("10s", 100, 10 * MINUTE, "the most one reading of the GPUs may take; past it their figures are stale, not exported, and GpuHung fires")
-        .flag("gpu-timeout"),
-    nvml_library: Option<PathBuf> = path("PATH", "load NVML from this file instead of from the library path")
-        .flag("nvml-library").derived("`libnvidia-ml.so.1`"),
-    process_match: Option<String> = text("TEXT", "the driver process, by a piece of its command line (run_inference.py)")
-        .flag("process-match"),
-    pid_file: Option<PathBuf> = path("PATH", "the driver process, by a file holding its pid")
-        .flag("pid-file").rule("not with `process_match`"),
-    server_health_url: Option<String> = text("URL", "the inference server's health URL: 2xx means up")
-        .flag("server-health-url").rule("`http://`, port 1–65535"),
-    server_metrics_url: Option<String> = text("URL", "the inference server's Prometheus metrics (SGLang or vLLM)")
-        .flag("server-metrics-url").rule("`http://`, port 1–65535"),
-    probe_interval: Option<String> = duration("5s", 100, HOUR, "how often the driver process and the server are probed")
-        .flag("probe-interval"),
-    probe_timeout: Option<String> = duration("2s", 100, 5 * MINUTE, "the most one server probe may take")
-        .flag("probe-timeout"),
-    smtp: Option<String> = text("URL", "where alert emails go: an SMTP server, or a folder for .eml files")
-        .flag("smtp").rule("`smtp://host:port?tls=none|starttls|tls` or `file:///dir`"),
-    email_to: Vec<String> = text("ADDR", "an alert email recipient")
-        .repeat("email-to").rule("each address once; needs `smtp`"),
-    email_from: Option<String> = text("ADDR", "the sender of alert emails")
-        .flag("email-from").derived("`pipeline-pulse@HOST`"),
+    history_span: Option<String> = Key { rule: "at most 100000 points per series", ..duration("48h", MINUTE, 30 * DAY, "how far back the history reaches") },
+    gpu: Option<GpuMode> = Key { flag: Flag::Value("gpu"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "on", "off", "simulated"]), "how to read the GPUs: NVML if present, NVML or fail, not at all, or eight made-up GPUs (demos and tests)") },
+    gpu_interval: Option<String> = Key { flag: Flag::Value("gpu-interval"), ..duration("5s", 100, HOUR, "how often the GPUs are sampled") },
+    gpu_processes: Option<bool> = Key { flag: Flag::Switch("gpu-processes"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "also export GPU memory per process") },
+    gpu_timeout: Option<String> = Key { flag: Flag::Value("gpu-timeout"), ..duration("10s", 100, 10 * MINUTE, "the most one reading of the GPUs may take; past it their figures are stale, not exported, and GpuHung fires") },
+    nvml_library: Option<PathBuf> = Key { flag: Flag::Value("nvml-library"), default: DefaultValue::Derived("`libnvidia-ml.so.1`"), ..path("PATH", "load NVML from this file instead of from the library path") },
+    process_match: Option<String> = Key { flag: Flag::Value("process-match"), ..text("TEXT", "the driver process, by a piece of its command line (run_inference.py)") },
+    pid_file: Option<PathBuf> = Key { flag: Flag::Value("pid-file"), rule: "not with `process_match`", ..path("PATH", "the driver process, by a file holding its pid") },
+    server_health_url: Option<String> = Key { flag: Flag::Value("server-health-url"), rule: "`http://`, port 1–65535", ..text("URL", "the inference server's health URL: 2xx means up") },
+    server_metrics_url: Option<String> = Key { flag: Flag::Value("server-metrics-url"), rule: "`http://`, port 1–65535", ..text("URL", "the inference server's Prometheus metrics (SGLang or vLLM)") },
+    probe_interval: Option<String> = Key { flag: Flag::Value("probe-interval"), ..duration("5s", 100, HOUR, "how often the driver process and the server are probed") },
+    probe_timeout: Option<String> = Key { flag: Flag::Value("probe-timeout"), ..duration("2s", 100, 5 * MINUTE, "the most one server probe may take") },
+    smtp: Option<String> = Key { flag: Flag::Value("smtp"), rule: "`smtp://host:port?tls=none|starttls|tls` or `file:///dir`", ..text("URL", "where alert emails go: an SMTP server, or a folder for .eml files") },
+    email_to: Vec<String> = Key { flag: Flag::Repeat("email-to"), rule: "each address once; needs `smtp`", ..text("ADDR", "an alert email recipient") },
+    email_from: Option<String> = Key { flag: Flag::Value("email-from"), default: DefaultValue::Derived("`pipeline-pulse@HOST`"), ..text("ADDR", "the sender of alert emails") },
     smtp_user: Option<String> = text("USER", "the SMTP AUTH user"),
     smtp_password_file: Option<PathBuf> = path("FILE", "a file holding the SMTP password (its first line)"),
     smtp_password_env: Option<String> = text("NAME", "an environment variable holding the SMTP password"),
     smtp_ca_file: Option<PathBuf> = path("FILE", "PEM certificates of a private CA for the SMTP server's TLS"),
-    smtp_timeout: Option<String> = duration("30s", 100, 10 * MINUTE, "the most one email send may take")
-        .needs("smtp"),
+    smtp_timeout: Option<String> = Key { needs: Some("smtp"), ..duration("30s", 100, 10 * MINUTE, "the most one email send may take") },
     retry_backoff: Option<String> = duration("10s", 100, HOUR, "the wait before the first retry on every channel; it doubles with each failure, up to 60 times"),
-    alert_interval: Option<String> = duration("15s", 50, HOUR, "how often the alert rules are evaluated")
-        .flag("alert-interval"),
-    alertmanager_urls: Vec<String> = text("URL", "an Alertmanager to push the alerts to, by its base URL (an HA pair gets every alert, as from Prometheus)")
-        .repeat("alertmanager-url").rule("`http://` or `https://`; `/api/v2/alerts` is added"),
+    alert_interval: Option<String> = Key { flag: Flag::Value("alert-interval"), ..duration("15s", 50, HOUR, "how often the alert rules are evaluated") },
+    alertmanager_urls: Vec<String> = Key { flag: Flag::Repeat("alertmanager-url"), rule: "`http://` or `https://`; `/api/v2/alerts` is added", ..text("URL", "an Alertmanager to push the alerts to, by its base URL (an HA pair gets every alert, as from Prometheus)") },
     webhooks: Vec<RawWebhook> = key(Kind::Tables("[[webhooks]]", None), "webhooks to post every notification to"),
-    heartbeat_url: Option<String> = text("URL", "a URL to GET every heartbeat_interval while every collector is up (healthchecks.io, Uptime Kuma)")
-        .flag("heartbeat-url").rule("`http://` or `https://`"),
-    heartbeat_fail_url: Option<String> = text("URL", "the URL to GET instead while a collector is down")
-        .derived("`heartbeat_url` with `/fail`").needs("heartbeat_url"),
-    heartbeat_interval: Option<String> = duration("60s", 100, DAY, "how often the heartbeat is sent")
-        .needs("heartbeat_url"),
+    heartbeat_url: Option<String> = Key { flag: Flag::Value("heartbeat-url"), rule: "`http://` or `https://`", ..text("URL", "a URL to GET every heartbeat_interval while every collector is up (healthchecks.io, Uptime Kuma)") },
+    heartbeat_fail_url: Option<String> = Key { default: DefaultValue::Derived("`heartbeat_url` with `/fail`"), needs: Some("heartbeat_url"), ..text("URL", "the URL to GET instead while a collector is down") },
+    heartbeat_interval: Option<String> = Key { needs: Some("heartbeat_url"), ..duration("60s", 100, DAY, "how often the heartbeat is sent") },
     webhook_timeout: Option<String> = duration("10s", 100, 5 * MINUTE, "the most one POST to an Alertmanager or a webhook, or one heartbeat ping, may take"),
     repeat_interval: Option<String> = duration("1h", MINUTE, 30 * DAY, "how often a firing alert is notified again"),
-    stall_after: Option<String> = duration("10m", 100, 30 * DAY, "alert when an active partition makes no progress for this long (the Stalled threshold)")
-        .flag("stall-after"),
+    stall_after: Option<String> = Key { flag: Flag::Value("stall-after"), ..duration("10m", 100, 30 * DAY, "alert when an active partition makes no progress for this long (the Stalled threshold)") },
     dashboard_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     status_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
-    hostname: Option<String> = text("NAME", "the host name emails give, and the instance label of pushed alerts")
-        .derived("the machine's"),
+    hostname: Option<String> = Key { default: DefaultValue::Derived("the machine's"), ..text("NAME", "the host name emails give, and the instance label of pushed alerts") },
     rules: BTreeMap<String, RawRule> = key(Kind::Tables("[rules.NAME]", None), "per rule settings"),
-    max_record_bytes: Option<usize> = key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed")
-        .default("16777216"),
-    logs: Vec<RawLog> = key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet")
-        .repeat("log").rule("each file once (by path and by inode)"),
-    server_logs: Vec<PathBuf> = path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage")
-        .repeat("server-log").rule("each file once, and not also a `[[logs]]` path"),
-    server_log_format: Option<Format> = key(Kind::Choice(&["auto", "sglang", "vllm"]), "the format of the server logs")
-        .flag("server-log-format").default("auto"),
-    outputs: Vec<RawOutputs> = key(Kind::Tables("[[outputs]]", Some("glob")), "output files, one JSON record per line (`/data/run/prepared/*/raw_responses.jsonl`); the partition is each file's folder name")
-        .repeat("outputs").rule("each glob once; not matching a log"),
-    inputs: Vec<String> = text("GLOB", "input files whose line counts are each partition's planned requests")
-        .repeat("inputs").rule("each glob once, and not an output glob"),
+    max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
+    logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
+    server_logs: Vec<PathBuf> = Key { flag: Flag::Repeat("server-log"), rule: "each file once, and not also a `[[logs]]` path", ..path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage") },
+    server_log_format: Option<Format> = Key { flag: Flag::Value("server-log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "sglang", "vllm"]), "the format of the server logs") },
+    outputs: Vec<RawOutputs> = Key { flag: Flag::Repeat("outputs"), rule: "each glob once; not matching a log", ..key(Kind::Tables("[[outputs]]", Some("glob")), "output files, one JSON record per line (`/data/run/prepared/*/raw_responses.jsonl`); the partition is each file's folder name") },
+    inputs: Vec<String> = Key { flag: Flag::Repeat("inputs"), rule: "each glob once, and not an output glob", ..text("GLOB", "input files whose line counts are each partition's planned requests") },
 }
 
 /// The fields of the table keys, for their flags and their documentation; serde reads them
 /// into [`RawLog`], [`RawOutputs`], [`RawWebhook`] and [`RawRule`], and a test holds those
 /// structs to this list.
-pub const FIELDS: &[Key] = &[
-    LOG_FORMAT,
-    field(
-        "logs",
-        "regex",
-        text(
-            "RE",
-            "a regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition), for format regex",
-        )
-        .every("log-regex"),
-    ),
-    field(
-        "logs",
-        "unit_divisor",
-        key(
-            Kind::Count(1000, 1024, ""),
-            "tqdm's unit_divisor for this log's bars",
-        )
-        .default("1000")
-        .rule("1000 or 1024"),
-    ),
-    field(
-        "outputs",
-        "partition",
-        text("NAME", "a fixed partition name for the files of this glob").derived("the folder's name"),
-    ),
-    field(
-        "outputs",
-        "inspect",
-        key(Kind::Bool, "parse each record (false counts records without parsing them)").default("true"),
-    ),
-    field(
-        "outputs",
-        "pointers",
-        key(
-            Kind::Tables("pointers", None),
-            "JSON pointers to a record's tokens, finish reason, text and error (see formats.md)",
-        ),
-    ),
-    field("webhooks", "url", text("URL", "the webhook").rule("`http://` or `https://`")),
-    field(
-        "webhooks",
-        "format",
-        key(Kind::Choice(&["alertmanager", "slack"]), "the payload").default("alertmanager"),
-    ),
-    field(
-        "webhooks",
-        "ca_file",
-        path("FILE", "PEM certificates of a private CA for an https URL"),
-    ),
-    field(
-        "webhooks",
-        "headers",
-        key(
-            Kind::Tables("headers", None),
-            "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`",
-        ),
-    ),
-    field(
-        "rules",
-        "enabled",
-        key(Kind::Bool, "whether the rule is evaluated").derived("see the rules table (alerts.md)"),
-    ),
-    field(
-        "rules",
-        "threshold",
-        text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)")
-            .derived("see the rules table (alerts.md)"),
-    ),
-    RULE_FOR,
-];
+macro_rules! fields {
+    ($([$table:literal, $name:literal] = $key:expr,)*) => {
+        pub const FIELDS: &[Key] = &[$(Key { table: Some($table), name: $name, ..$key }),*];
+    };
+}
 
-/// `[[logs]] format` / `--log-format`.
-pub const LOG_FORMAT: Key = field(
-    "logs",
-    "format",
-    key(
-        Kind::Choice(&["auto", "run_inference", "tqdm", "regex"]),
-        "the format of the logs (given with --log, or else every log of the file)",
-    )
-    .every("log-format")
-    .default("auto"),
-);
+const RULES_TABLE: DefaultValue = DefaultValue::Derived("see the rules table (alerts.md)");
 
-/// `[rules.NAME] for`.
-pub const RULE_FOR: Key = field(
-    "rules",
-    "for",
-    duration(
-        "0s",
-        0,
-        30 * DAY,
-        "how long the condition must hold before the alert fires",
-    )
-    .derived("see the rules table (alerts.md)"),
-);
+fields! {
+    ["logs", "format"] = Key { flag: Flag::EveryTable("log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "run_inference", "tqdm", "regex"]), "the format of the logs (given with --log, or else every log of the file)") },
+    ["logs", "regex"] = Key { flag: Flag::EveryTable("log-regex"), ..text("RE", "a regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition), for format regex") },
+    ["logs", "unit_divisor"] = Key { default: DefaultValue::Value("1000"), rule: "1000 or 1024", ..key(Kind::Count(1000, 1024, ""), "tqdm's unit_divisor for this log's bars") },
+    ["outputs", "partition"] = Key { default: DefaultValue::Derived("the folder's name"), ..text("NAME", "a fixed partition name for the files of this glob") },
+    ["outputs", "inspect"] = Key { default: DefaultValue::Value("true"), ..key(Kind::Bool, "parse each record (false counts records without parsing them)") },
+    ["outputs", "pointers"] = key(Kind::Tables("pointers", None), "JSON pointers to a record's tokens, finish reason, text and error (see formats.md)"),
+    ["webhooks", "url"] = Key { rule: "`http://` or `https://`", ..text("URL", "the webhook") },
+    ["webhooks", "format"] = Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
+    ["webhooks", "ca_file"] = path("FILE", "PEM certificates of a private CA for an https URL"),
+    ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
+    ["rules", "enabled"] = Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
+    ["rules", "threshold"] = Key { default: RULES_TABLE, ..text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)") },
+    ["rules", "for"] = Key { default: RULES_TABLE, ..duration("0s", 0, 30 * DAY, "how long the condition must hold before the alert fires") },
+}
+
+/// The field `name` of the table key `table`.
+pub fn field(table: &str, name: &str) -> &'static Key {
+    FIELDS
+        .iter()
+        .find(|k| k.table == Some(table) && k.name == name)
+        .unwrap_or_else(|| unreachable!("{table}.{name} is not a documented field"))
+}
 
 impl Key {
     /// The key as an error names it.
@@ -892,7 +724,7 @@ mod tests {
         )
         .unwrap();
         let mut flags = KeyFlags::default();
-        flags.set(&LOG_FORMAT, &["tqdm"]);
+        flags.set(field("logs", "format"), &["tqdm"]);
         flags.set(&key::logs, &["a.log", "b.log"]);
         flags.set(&key::listen, &["127.0.0.1:2"]);
         flags.set(&key::max_connections, &["3"]);

@@ -40,22 +40,6 @@ pub enum GpuMode {
     Simulated,
 }
 
-impl std::str::FromStr for GpuMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(GpuMode::Auto),
-            "on" => Ok(GpuMode::On),
-            "off" => Ok(GpuMode::Off),
-            "simulated" => Ok(GpuMode::Simulated),
-            other => Err(format!(
-                "unknown GPU mode {other:?}; expected auto, on, off or simulated"
-            )),
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -110,12 +94,9 @@ impl From<String> for Listen {
 pub struct RawOutputs {
     pub glob: String,
     /// A fixed partition name; by default the name of each file's folder.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
     /// `false` counts records without parsing them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub inspect: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pointers: Option<Pointers>,
 }
 
@@ -125,10 +106,8 @@ pub struct RawLog {
     pub path: PathBuf,
     #[serde(default)]
     pub format: Format,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
     /// tqdm's `unit_divisor` for this log's bars: 1000 (its default) or 1024 (byte units).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_divisor: Option<u32>,
 }
 

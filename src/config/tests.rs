@@ -50,40 +50,26 @@ regex = 'step (?P<completed>\d+)'
 
 #[test]
 fn errors_name_the_key() {
-    assert_eq!(key_of(parse("listen = \"nowhere\"").unwrap_err()), "listen");
-    assert_eq!(key_of(parse("listn = \"x\"").unwrap_err()), "listn");
-    assert_eq!(
-        key_of(parse("poll_interval = 5").unwrap_err()),
-        "poll_interval"
-    );
-    assert_eq!(
-        key_of(parse("poll_interval = \"soon\"").unwrap_err()),
-        "poll_interval"
-    );
-    assert_eq!(
-        key_of(parse("poll_interval = \"1ms\"").unwrap_err()),
-        "poll_interval"
-    );
-    assert_eq!(
-        key_of(parse("max_line_bytes = 3").unwrap_err()),
-        "max_line_bytes"
-    );
-    assert_eq!(
-        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"").unwrap_err()),
-        "logs[0].regex"
-    );
-    assert_eq!(
-        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"regex\"\nregex = \"(\"").unwrap_err()),
-        "logs[0].regex"
-    );
-    assert_eq!(
-        key_of(parse("[[logs]]\npath = \"a\"\nformat = \"json\"").unwrap_err()),
-        "format"
-    );
-    assert_eq!(
-        key_of(parse("[[logs]]\npath = \"a\"\nregex = \"x\"").unwrap_err()),
-        "logs[0].regex"
-    );
+    for (text, key) in [
+        ("listen = \"nowhere\"", "listen"),
+        ("listn = \"x\"", "listn"),
+        ("poll_interval = 5", "poll_interval"),
+        ("poll_interval = \"soon\"", "poll_interval"),
+        ("poll_interval = \"1ms\"", "poll_interval"),
+        ("max_line_bytes = 3", "max_line_bytes"),
+        (
+            "[[logs]]\npath = \"a\"\nformat = \"regex\"",
+            "logs[0].regex",
+        ),
+        (
+            "[[logs]]\npath = \"a\"\nformat = \"regex\"\nregex = \"(\"",
+            "logs[0].regex",
+        ),
+        ("[[logs]]\npath = \"a\"\nformat = \"json\"", "format"),
+        ("[[logs]]\npath = \"a\"\nregex = \"x\"", "logs[0].regex"),
+    ] {
+        assert_eq!(key_of(parse(text).unwrap_err()), key, "{text}");
+    }
 }
 
 #[test]

@@ -44,55 +44,55 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     normalize(a) == normalize(b) || identity(a).is_some_and(|id| Some(id) == identity(b))
 }
 
+/// Each item with the key that names it: `logs[{}].path` with its index.
+fn keyed<'a, T: 'a>(
+    pattern: &'a str,
+    items: impl Iterator<Item = T> + 'a,
+) -> impl Iterator<Item = (String, T)> + 'a {
+    items
+        .enumerate()
+        .map(move |(i, item)| (pattern.replace("{}", &i.to_string()), item))
+}
+
+/// The first pair `(a, b)`, `a < b`, of `n` items that are the same: `b` is the one to name.
+fn repeated(n: usize, same: impl Fn(usize, usize) -> bool) -> Option<(usize, usize)> {
+    (0..n).find_map(|b| (0..b).find(|&a| same(a, b)).map(|a| (a, b)))
+}
+
 pub(super) fn check(raw: &RawConfig) -> Result<(), ConfigError> {
-    let files: Vec<(String, &Path)> = raw
-        .logs
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (format!("logs[{i}].path"), l.path.as_path()))
-        .chain(
-            raw.server_logs
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (format!("server_logs[{i}]"), p.as_path())),
-        )
-        .collect();
+    let files: Vec<(String, &Path)> =
+        keyed("logs[{}].path", raw.logs.iter().map(|l| l.path.as_path()))
+            .chain(keyed(
+                "server_logs[{}]",
+                raw.server_logs.iter().map(PathBuf::as_path),
+            ))
+            .collect();
     let normal: Vec<PathBuf> = files.iter().map(|(_, p)| normalize(p)).collect();
-    for (b, (key_b, path_b)) in files.iter().enumerate() {
-        for (a, (key_a, _)) in files.iter().enumerate().take(b) {
-            if same_file(&normal[a], &normal[b]) {
-                return Err(ConfigError::invalid(
-                    key_b.clone(),
-                    format!(
-                        "{} is the same file as {key_a}; give each file once",
-                        path_b.display()
-                    ),
-                ));
-            }
-        }
+    if let Some((a, b)) = repeated(normal.len(), |a, b| same_file(&normal[a], &normal[b])) {
+        return Err(ConfigError::invalid(
+            files[b].0.clone(),
+            format!(
+                "{} is the same file as {}; give each file once",
+                files[b].1.display(),
+                files[a].0
+            ),
+        ));
     }
-    let globs: Vec<(String, &str)> = raw
-        .outputs
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (format!("outputs[{i}].glob"), o.glob.as_str()))
-        .chain(
-            raw.inputs
-                .iter()
-                .enumerate()
-                .map(|(i, g)| (format!("inputs[{i}]"), g.as_str())),
-        )
-        .collect();
+    let globs: Vec<(String, &str)> = keyed(
+        "outputs[{}].glob",
+        raw.outputs.iter().map(|o| o.glob.as_str()),
+    )
+    .chain(keyed("inputs[{}]", raw.inputs.iter().map(String::as_str)))
+    .collect();
     let normal_globs: Vec<PathBuf> = globs.iter().map(|(_, g)| normalize_glob(g)).collect();
-    for (b, (key_b, glob_b)) in globs.iter().enumerate() {
-        for (a, (key_a, _)) in globs.iter().enumerate().take(b) {
-            if normal_globs[a] == normal_globs[b] {
-                return Err(ConfigError::invalid(
-                    key_b.clone(),
-                    format!("{glob_b:?} is the same glob as {key_a}; give each glob once"),
-                ));
-            }
-        }
+    if let Some((a, b)) = repeated(globs.len(), |a, b| normal_globs[a] == normal_globs[b]) {
+        return Err(ConfigError::invalid(
+            globs[b].0.clone(),
+            format!(
+                "{:?} is the same glob as {}; give each glob once",
+                globs[b].1, globs[a].0
+            ),
+        ));
     }
     // A log is never also a JSONL output or input: its lines would count as records.
     for ((key, path), normal) in files.iter().zip(&normal) {
