@@ -85,6 +85,10 @@ pub enum Command {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(4..=31))]
         cost: u32,
     },
+    /// The dataset card of a run's output files: per partition records, distinct,
+    /// duplicates, errors, empty, truncated, missing fields, token percentiles and bytes.
+    /// Exit status 1 when a threshold is crossed (a training job can gate on it), 2 on error.
+    Report(Box<ReportArgs>),
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -115,6 +119,18 @@ impl RunArgs {
         self.keys.lay_over(&mut raw)?;
         Ok(raw)
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run's folder (as --run-dir): its outputs are found by themselves.
+    pub dir: Option<PathBuf>,
+    /// Print the card as JSON, for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// The same flags and config as `run`: --outputs, --require, the rules' thresholds.
+    #[command(flatten)]
+    pub files: RunArgs,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,7 @@ pub mod parse;
 pub mod probe;
 pub mod process_metrics;
 pub mod recorder;
+pub mod report;
 pub mod rules;
 pub mod sidecar;
 pub mod source;

@@ -2,8 +2,9 @@ use anyhow::Context;
 use clap::Parser as _;
 use pipeline_pulse::alert::engine::test_notify;
 use pipeline_pulse::cli::StatusArgs;
-use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, RunArgs};
+use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, ReportArgs, RunArgs};
 use pipeline_pulse::config::{key, Config, ConfigError, RawConfig};
+use pipeline_pulse::report::Report;
 use pipeline_pulse::status::{self, Status};
 use pipeline_pulse::{demo, discover, sidecar};
 use std::io::{IsTerminal, Write};
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
             Err(e) => return config_error(&ConfigError::invalid("web_config_file", e.to_string())),
         },
         Command::HashPassword { cost } => hash_password(cost),
+        Command::Report(args) => return report(*args),
         Command::Discover { dir } => {
             if !dir.is_dir() {
                 return config_error(&ConfigError::invalid(
@@ -229,6 +231,39 @@ fn status(args: &StatusArgs) -> ExitCode {
             return ExitCode::from(code);
         }
         std::thread::sleep(args.interval);
+    }
+}
+
+fn report(mut args: ReportArgs) -> ExitCode {
+    if let Some(dir) = &args.dir {
+        args.files
+            .keys
+            .set(&key::run_dir, &[&dir.display().to_string()]);
+    }
+    let config = match load(&args.files) {
+        Ok(config) => config,
+        Err(e) => return config_error(&e),
+    };
+    let card = sidecar::read_once(&config).map(|run| {
+        let run = run.lock().unwrap_or_else(|e| e.into_inner());
+        Report::of(&run, &config.alerts.rules)
+    });
+    match card {
+        Ok(card) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&card).expect("a Report always serializes")
+                );
+            } else {
+                print!("{}", card.render());
+            }
+            ExitCode::from(u8::from(!card.problems.is_empty()))
+        }
+        Err(e) => {
+            eprintln!("pipeline-pulse report: {e:#}");
+            ExitCode::from(EXIT_STATUS_ERROR)
+        }
     }
 }
 

@@ -45,6 +45,7 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
         &config.outputs,
         &config.inputs,
         config.max_record_bytes,
+        config.identity_cap,
         run.clone(),
         state.clone(),
     );
@@ -213,6 +214,7 @@ pub async fn serve(
         header_read_timeout: config.header_read_timeout,
         max_connections: config.max_connections,
         web: config.web.clone(),
+        rules: config.alerts.rules.clone(),
     });
     let mut running = vec![
         start("log-source", logs, config.poll_interval, &config, both())?,

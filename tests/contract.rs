@@ -84,7 +84,10 @@ fn exported(exposition: &str) -> BTreeMap<String, Family> {
             let family = families.get_mut(name).unwrap();
             for pair in exposition::label_pairs(labels) {
                 let (label, _) = pair.split_once('=').expect("name=\"value\"");
-                family.labels.insert(label.to_owned());
+                // A histogram's bucket bound is its own, not a label the contract lists.
+                if !(family.kind == "histogram" && label == "le") {
+                    family.labels.insert(label.to_owned());
+                }
             }
         }
     }
@@ -158,9 +161,22 @@ fn served_exposition(dir: &Path) -> String {
         ),
     )
     .unwrap();
+    // Records that must hold their reasoning, one of which does not.
+    let outputs = dir.join("B1").join("raw_responses.jsonl");
+    std::fs::create_dir_all(outputs.parent().unwrap()).unwrap();
+    std::fs::write(
+        &outputs,
+        "{\"custom_id\":\"a\",\"choices\":[{\"message\":{\"content\":\"x\",\"reasoning_content\":\"y\"}}]}\n\
+         {\"custom_id\":\"b\",\"choices\":[{\"message\":{\"content\":\"x\"}}]}\n",
+    )
+    .unwrap();
     let sidecar = Sidecar::run(&[
         "--config",
         path_str(&config),
+        "--outputs",
+        path_str(&outputs),
+        "--require",
+        "/choices/0/message/reasoning_content",
         "--gpu",
         "simulated",
         "--gpu-processes",
@@ -192,6 +208,7 @@ fn served_exposition(dir: &Path) -> String {
                 && last.contains("pulse_server_kv_cache_pool_usage_ratio{")
                 && last.contains("pulse_gpu_process_memory_used_bytes{")
                 && m.get("pulse_http_unauthorized_total", "") == Some(1.0)
+                && last.contains("pulse_output_missing_field_records_total{")
         },
     );
     last

@@ -126,3 +126,88 @@ fn demo_serves_a_simulated_run_and_stops_by_itself() {
         "the records that come before the line after the stall are no silent log"
     );
 }
+
+/// The whole demo, fast: B3's restart re-does 240 prompts, so its file holds 1040 records for
+/// 800 distinct ids. The sidecar counts them once, tells of the duplicates once, and sees no
+/// mismatch between the log (800) and the files.
+#[test]
+fn the_demos_rerun_partition_counts_each_prompt_once() {
+    let dir = temp_dir();
+    let demo_dir = dir.path().join("demo");
+    let demo = Demo::start(&demo_dir, "40", "3m");
+    let mut m = Metrics(String::new());
+    wait_until("the demo's run to finish", Duration::from_secs(150), || {
+        m = Metrics(http_get(demo.addr, "GET", "/metrics", None).body);
+        m.get("pulse_run_finished", "") == Some(1.0)
+    });
+    let b3 = |name: &str| m.partition(name, "B3_longform");
+    assert_eq!(
+        (
+            b3("pulse_output_records_total"),
+            b3("pulse_output_unique_records"),
+            b3("pulse_output_duplicate_records_total"),
+            b3("pulse_partition_log_output_gap"),
+        ),
+        (Some(1040.0), Some(800.0), Some(240.0), Some(0.0)),
+        "{}",
+        m.0
+    );
+    assert_eq!(m.get("pulse_run_requests_completed", ""), Some(1700.0));
+    let status = get_json(demo.addr, "/status").unwrap();
+    let b3 = status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "B3_longform")
+        .unwrap()
+        .clone();
+    assert_eq!(b3["outputs"]["unique"], 800, "{b3}");
+    assert_eq!(b3["outputs"]["duplicates"], 240, "{b3}");
+    assert_eq!(b3["mismatch"], false, "{b3}");
+    let report = get_json(demo.addr, "/api/report").unwrap();
+    let card = report["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "B3_longform")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (card["distinct"].clone(), card["duplicates"].clone()),
+        (800.into(), 240.into())
+    );
+    wait_until("the RunFinished email", Duration::from_secs(30), || {
+        mails(&demo_dir)
+            .iter()
+            .any(|m| m.contains("NOTICE RunFinished"))
+    });
+    let mails = mails(&demo_dir);
+    let notices = mails
+        .iter()
+        .filter(|m| m.contains("NOTICE DuplicateRecords: B3_longform"))
+        .count();
+    assert_eq!(notices, 1, "one notice for the one pass that repeats");
+    assert!(!mails.iter().any(|m| m.contains("LogOutputMismatch")));
+    let finished = mails
+        .iter()
+        .find(|m| m.contains("NOTICE RunFinished"))
+        .unwrap()
+        .replace("=\r\n", "")
+        .replace("=\n", "");
+    assert!(
+        finished.contains("1040 records (800 distinct, 240 duplicates)")
+            && finished.contains("p50 "),
+        "{finished}"
+    );
+}
+
+/// The alert emails the demo wrote, as text.
+fn mails(demo_dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(demo_dir.join("mail"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -433,6 +433,8 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
             log.as_str(),
             "--outputs",
             outputs.as_str(),
+            "--require",
+            "/text",
             "--gpu",
             "simulated",
             "--gpu-interval",

@@ -106,14 +106,16 @@ fn records_are_counted_inspected_and_reconciled_with_the_log() {
         m.partition("pulse_partition_requests_completed", "B1_glaive"),
         Some(150.0)
     );
-    assert_eq!(m.get("pulse_run_requests_completed", ""), Some(150.0));
+    // The run's progress is what the files hold, each prompt once: not the log's claim.
+    assert_eq!(m.get("pulse_run_requests_completed", ""), Some(7.0));
 
     // Rates need two points in time: more records in the files, more progress in the log.
     append(&raw, &sglang(50, "stop", "more"));
     append(&log, "  160/400 (1 err) 1.0 req/s avg_comp=300tok ETA=4m\n");
     // The log and the outputs are read by two threads: wait for both.
     sidecar.wait_metrics("rates from two points", |m| {
-        m.get("pulse_run_requests_completed", "") == Some(160.0)
+        m.partition("pulse_partition_requests_completed", "B1_glaive") == Some(160.0)
+            && m.get("pulse_run_requests_completed", "") == Some(8.0)
             && records(m, "B1_glaive") == Some(8.0)
             && m.partition("pulse_partition_completion_tokens_per_second", "B1_glaive")
                 .is_some_and(|t| t > 0.0)

@@ -61,6 +61,11 @@ pub struct AlertStatus {
     pub summary: String,
 }
 
+fn rearms(key: &str) -> bool {
+    let alert = key.split('/').next().unwrap_or(key);
+    AlertName::parse(alert).is_some_and(AlertName::rearms)
+}
+
 impl Lifecycle {
     /// Takes this evaluation's conditions; returns what to notify, all of which belong in one
     /// email. `repeat` is the reminder interval in seconds.
@@ -71,6 +76,11 @@ impl Lifecycle {
         repeat: f64,
         now: Seconds,
     ) -> Vec<Notification> {
+        // A notice that tells of one episode (a pass's duplicates) may be told again once its
+        // condition went away and came back.
+        let present: BTreeSet<String> = conditions.iter().map(Condition::key).collect();
+        self.notices_sent
+            .retain(|key| present.contains(key) || !rearms(key));
         let mut seen = BTreeSet::new();
         for condition in conditions {
             let key = condition.key();

@@ -38,7 +38,9 @@ impl AlertName {
             | AlertName::GpuMissing
             | AlertName::GpuLost
             | AlertName::GpuHung => "critical",
-            AlertName::PartitionFinished | AlertName::RunFinished => "info",
+            AlertName::PartitionFinished | AlertName::RunFinished | AlertName::DuplicateRecords => {
+                "info"
+            }
             _ => "warning",
         }
     }

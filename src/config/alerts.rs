@@ -199,7 +199,9 @@ pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
         | AlertName::ErrorRateHigh
         | AlertName::EmptyResponses
         | AlertName::ThroughputDrop
-        | AlertName::LogOutputMismatch => ThresholdKind::Ratio,
+        | AlertName::LogOutputMismatch
+        | AlertName::TruncationHigh
+        | AlertName::MissingFields => ThresholdKind::Ratio,
         AlertName::GpuMissing => ThresholdKind::Count(1024.0),
         AlertName::LogSilent => {
             ThresholdKind::None("LogSilent has no threshold of its own: it uses the Stalled one")
@@ -209,6 +211,7 @@ pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
         | AlertName::GpuHung
         | AlertName::ServerDown
         | AlertName::PartitionFinished
+        | AlertName::DuplicateRecords
         | AlertName::RunFinished => {
             ThresholdKind::None("this rule has no threshold; it takes `for` and `enabled`")
         }

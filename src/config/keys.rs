@@ -202,11 +202,13 @@ keys! {
     status_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     hostname: Option<String> = Key { default: DefaultValue::Derived("the machine's"), ..text("NAME", "the host name emails give, and the instance label of pushed alerts") },
     rules: BTreeMap<String, RawRule> = key(Kind::Tables("[rules.NAME]", None), "per rule settings"),
+    identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (16 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
     max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
     server_logs: Vec<PathBuf> = Key { flag: Flag::Repeat("server-log"), rule: "each file once, and not also a `[[logs]]` path", ..path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage") },
     server_log_format: Option<Format> = Key { flag: Flag::Value("server-log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "sglang", "vllm"]), "the format of the server logs") },
     outputs: Vec<RawOutputs> = Key { flag: Flag::Repeat("outputs"), rule: "each glob once; not matching a log", ..key(Kind::Tables("[[outputs]]", Some("glob")), "output files, one JSON record per line (`/data/run/prepared/*/raw_responses.jsonl`); the partition is each file's folder name") },
+    require: Vec<String> = Key { flag: Flag::Repeat("require"), rule: "at most 32 JSON pointers; `[[outputs]] required` wins for its glob", ..text("POINTER", "a field every output record must have, not empty (`/choices/0/message/reasoning_content`), for every output glob") },
     inputs: Vec<String> = Key { flag: Flag::Repeat("inputs"), rule: "each glob once, and not an output glob", ..text("GLOB", "input files whose line counts are each partition's planned requests") },
 }
 
@@ -227,7 +229,8 @@ fields! {
     ["logs", "unit_divisor"] = Key { default: DefaultValue::Value("1000"), rule: "1000 or 1024", ..key(Kind::Count(1000, 1024, ""), "tqdm's unit_divisor for this log's bars") },
     ["outputs", "partition"] = Key { default: DefaultValue::Derived("the folder's name"), ..text("NAME", "a fixed partition name for the files of this glob") },
     ["outputs", "inspect"] = Key { default: DefaultValue::Value("true"), ..key(Kind::Bool, "parse each record (false counts records without parsing them)") },
-    ["outputs", "pointers"] = key(Kind::Tables("pointers", None), "JSON pointers to a record's tokens, finish reason, text and error (see formats.md)"),
+    ["outputs", "pointers"] = key(Kind::Tables("pointers", None), "JSON pointers to a record's tokens, finish reason, text, error, status, result type, id and prompt (see formats.md)"),
+    ["outputs", "required"] = Key { default: DefaultValue::Derived("`require`"), rule: "at most 32 JSON pointers", ..text("POINTER", "fields every record of this glob must have, not empty: records lacking one count in `pulse_output_missing_field_records_total`") },
     ["webhooks", "url"] = Key { rule: "`http://` or `https://`", ..text("URL", "the webhook") },
     ["webhooks", "format"] = Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
     ["webhooks", "ca_file"] = path("FILE", "PEM certificates of a private CA for an https URL"),
@@ -654,9 +657,17 @@ mod tests {
             std::fs::write(path, format!("{before}{BEGIN}{generated}{END}{after}")).unwrap();
             return;
         }
-        assert_eq!(
-            table, generated,
-            "docs/configuration.md's key table differs from src/config/keys.rs: run PULSE_WRITE_DOCS=1 cargo test --lib keys"
+        let differs = generated
+            .lines()
+            .zip(table.lines())
+            .find(|(a, b)| a != b)
+            .map_or_else(
+                || "a row more or less".to_owned(),
+                |(a, b)| format!("generated: {a}\npage:      {b}"),
+            );
+        assert!(
+            table == generated,
+            "docs/configuration.md's key table differs from src/config/keys.rs ({differs}): run PULSE_WRITE_DOCS=1 cargo test --lib keys"
         );
     }
 

@@ -98,7 +98,13 @@ pub struct RawOutputs {
     /// `false` counts records without parsing them.
     pub inspect: Option<bool>,
     pub pointers: Option<Pointers>,
+    /// Pointers every record must have, not empty (`/choices/0/message/reasoning_content`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<String>,
 }
+
+/// Required fields per output glob: each is a bit of a record's facts.
+pub const MAX_REQUIRED: usize = 32;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -129,6 +135,8 @@ pub struct Config {
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub max_record_bytes: usize,
+    /// Distinct record ids remembered on this node, over every partition.
+    pub identity_cap: usize,
     pub logs: Vec<LogConfig>,
     pub outputs: Vec<OutputConfig>,
     pub inputs: Vec<String>,
@@ -170,6 +178,7 @@ pub struct OutputConfig {
     pub partition: Option<String>,
     pub inspect: bool,
     pub pointers: Pointers,
+    pub required: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -241,7 +250,7 @@ impl RawConfig {
             .outputs
             .iter()
             .enumerate()
-            .map(|(i, o)| o.validate(i))
+            .map(|(i, o)| o.validate(i, &self.require))
             .collect::<Result<Vec<_>, _>>()?;
         for (i, glob) in self.inputs.iter().enumerate() {
             check_glob(&format!("inputs[{i}]"), glob)?;
@@ -270,6 +279,7 @@ impl RawConfig {
             max_connections: key::max_connections.count(self.max_connections)?,
             snapshot_interval,
             max_record_bytes,
+            identity_cap: key::identity_cap.count(self.identity_cap)?,
             logs,
             outputs,
             inputs: self.inputs.clone(),
@@ -458,31 +468,44 @@ impl RawLog {
 }
 
 impl RawOutputs {
-    fn validate(&self, i: usize) -> Result<OutputConfig, ConfigError> {
+    /// `require` is the top-level list, for a glob that names no fields of its own.
+    fn validate(&self, i: usize, require: &[String]) -> Result<OutputConfig, ConfigError> {
         let key = |k: &str| format!("outputs[{i}].{k}");
+        let (required, required_key) = if self.required.is_empty() {
+            (require, "require".to_owned())
+        } else {
+            (&self.required[..], key("required"))
+        };
         check_glob(&key("glob"), &self.glob)?;
         if self.partition.as_deref().is_some_and(str::is_empty) {
             return Err(ConfigError::invalid(key("partition"), "must not be empty"));
         }
         let pointers = self.pointers.clone().unwrap_or_default();
-        for (name, list) in [
-            ("tokens", &pointers.tokens),
-            ("finish_reason", &pointers.finish_reason),
-            ("text", &pointers.text),
-            ("error", &pointers.error),
-        ] {
+        let lists = pointers.lists();
+        let named = lists
+            .iter()
+            .map(|(n, l)| (key(&format!("pointers.{n}")), l.as_slice()))
+            .chain([(required_key.clone(), required)]);
+        for (name, list) in named {
             if let Some(bad) = list.iter().find(|p| !p.is_empty() && !p.starts_with('/')) {
                 return Err(ConfigError::invalid(
-                    key(&format!("pointers.{name}")),
+                    name,
                     format!("{bad:?} is not a JSON pointer; pointers start with / as in /meta_info/completion_tokens"),
                 ));
             }
+        }
+        if required.len() > MAX_REQUIRED {
+            return Err(ConfigError::invalid(
+                required_key,
+                format!("{} fields: at most {MAX_REQUIRED}", required.len()),
+            ));
         }
         Ok(OutputConfig {
             glob: self.glob.clone(),
             partition: self.partition.clone(),
             inspect: self.inspect.unwrap_or(true),
             pointers,
+            required: required.to_vec(),
         })
     }
 }
@@ -504,6 +527,7 @@ impl OutputConfig {
             partition: None,
             inspect: true,
             pointers: Pointers::default(),
+            required: Vec::new(),
         }
     }
 }
@@ -542,6 +566,7 @@ impl Config {
                 partition: o.partition.clone(),
                 inspect: Some(o.inspect),
                 pointers: Some(o.pointers.clone()),
+                required: o.required.clone(),
             })
             .collect();
         raw.server_logs = self

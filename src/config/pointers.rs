@@ -1,4 +1,8 @@
 //! `[outputs.pointers]`: where the output source finds each fact in a record.
+//!
+//! The defaults read, with no configuration, the records of SGLang's `/generate`, OpenAI-style
+//! chat completions, flat records, the OpenAI Batch API's output file (which vLLM's
+//! `run_batch` also writes) and Anthropic's Message Batches results (docs/formats.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,33 +15,76 @@ pub struct Pointers {
     pub finish_reason: Vec<String>,
     pub text: Vec<String>,
     pub error: Vec<String>,
+    /// An HTTP status code: a record whose status is not 2xx is an error.
+    pub status: Vec<String>,
+    /// A batch result's type: anything but `succeeded` is an error.
+    pub result_type: Vec<String>,
+    /// The prompt's id, which a re-run writes again: records with the same id are one.
+    pub id: Vec<String>,
+    /// Without an id, the prompt itself (hashed as written) is the record's identity.
+    pub prompt: Vec<String>,
 }
 
 impl Default for Pointers {
     fn default() -> Pointers {
         let own = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
         Pointers {
-            // SGLang /generate, then OpenAI-style, then flat.
+            // SGLang /generate, OpenAI-style, flat, then the OpenAI batch and Anthropic batch
+            // result shapes.
             tokens: own(&[
                 "/meta_info/completion_tokens",
                 "/usage/completion_tokens",
                 "/completion_tokens",
+                "/response/body/usage/completion_tokens",
+                "/result/message/usage/output_tokens",
             ]),
             finish_reason: own(&[
                 "/meta_info/finish_reason/type",
                 "/meta_info/finish_reason",
                 "/choices/0/finish_reason",
                 "/finish_reason",
+                "/response/body/choices/0/finish_reason",
+                "/result/message/stop_reason",
             ]),
             text: own(&[
                 "/text",
                 "/choices/0/message/content",
                 "/choices/0/message/reasoning_content",
+                "/choices/0/message/reasoning",
                 "/choices/0/text",
                 "/response",
                 "/output",
+                "/response/body/choices/0/message/content",
+                "/response/body/choices/0/message/reasoning_content",
+                "/response/body/choices/0/message/reasoning",
+                "/response/body/choices/0/text",
+                "/result/message/content",
+                "/result/message/content/0/text",
+                "/result/message/content/0/thinking",
+                "/result/message/content/1/text",
+                "/result/message/content/1/thinking",
             ]),
-            error: own(&["/error", "/meta_info/error"]),
+            error: own(&["/error", "/meta_info/error", "/result/error"]),
+            status: own(&["/response/status_code"]),
+            result_type: own(&["/result/type"]),
+            id: own(&["/custom_id", "/id", "/prompt_id", "/request_id", "/idx"]),
+            prompt: own(&["/prompt", "/messages", "/input"]),
         }
+    }
+}
+
+impl Pointers {
+    /// Every list with its key, for validation.
+    pub fn lists(&self) -> [(&'static str, &Vec<String>); 8] {
+        [
+            ("tokens", &self.tokens),
+            ("finish_reason", &self.finish_reason),
+            ("text", &self.text),
+            ("error", &self.error),
+            ("status", &self.status),
+            ("result_type", &self.result_type),
+            ("id", &self.id),
+            ("prompt", &self.prompt),
+        ]
     }
 }

@@ -43,6 +43,8 @@ pub struct HttpState {
     /// TLS and auth; `None` serves plain HTTP to anyone.
     pub web: Option<WebServing>,
     pub silences: Arc<crate::alert::silence::Store>,
+    /// The rules' thresholds, which `/api/report` judges the dataset by.
+    pub rules: crate::rules::Rules,
 }
 
 async fn handle(
@@ -89,7 +91,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
     let known = matches!(
         path,
-        "/" | "/metrics" | "/status" | "/api/history" | "/-/healthy" | "/-/ready"
+        "/" | "/metrics" | "/status" | "/api/history" | "/api/report" | "/-/healthy" | "/-/ready"
     );
     if !known {
         return text(
@@ -119,6 +121,14 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 Status::from_run(&run, &state.host, crate::clock::now())
             };
             let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
+            (StatusCode::OK, "application/json", body)
+        }
+        "/api/report" => {
+            let report = {
+                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
+                crate::report::Report::of(&run, &state.rules)
+            };
+            let body = serde_json::to_string_pretty(&report).expect("a Report always serializes");
             (StatusCode::OK, "application/json", body)
         }
         "/api/history" => {
@@ -161,7 +171,10 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     // Every answer here is about now: no cache may keep it.
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let mut body = Bytes::from(body);
-    if matches!(path, "/metrics" | "/status" | "/api/history") {
+    if matches!(
+        path,
+        "/metrics" | "/status" | "/api/history" | "/api/report"
+    ) {
         headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
         let encoding = req
             .headers()

@@ -1,7 +1,7 @@
 //! Per-partition, pipeline and whole-run families: what the log and the output files say.
 
 use super::{family, info};
-use crate::model::{PartitionView, Run, RunTotals, Seconds};
+use crate::model::{PartitionView, Run, RunTotals, Seconds, TokenHistogram};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -28,7 +28,10 @@ const GAUGES: &[(&str, &str, Gauge)] = &[
     ("pulse_partition_last_progress_timestamp_seconds", "When the completed count last increased.", |v, _| v.log?.last_progress_at),
     ("pulse_partition_active", "1 for a partition being processed now.", |v, _| v.log.map(|p| if p.active { 1.0 } else { 0.0 })),
     ("pulse_partition_progress_gap_median_seconds", "Median seconds between the partition's recent progress reports (the header to the first report counts as one gap); the Stalled rule waits at least 5 times this.", |v, _| v.log?.median_progress_gap()),
-    ("pulse_partition_log_output_gap", "The log's completed count minus the records in the output files.", |v, _| v.log_output_gap().map(|g| g as f64)),
+    ("pulse_partition_log_output_gap", "The log's completed count minus what the output files say it should be: their distinct records, or the records of the driver's current pass when it started over or resumed.", |v, _| v.log_output_gap().map(|g| g as f64)),
+    ("pulse_output_unique_records", "Distinct records in the output files: the records less those repeating the id of an earlier one of the partition.", |v, _| v.distinct().map(|d| d as f64)),
+    ("pulse_output_unique_records_estimated", "1 when the node's identity_cap was reached and records were counted unchecked: the unique count is then an upper bound.", |v, _| v.outputs.as_ref().map(|o| if o.unchecked > 0 { 1.0 } else { 0.0 })),
+    ("pulse_output_unique_records_error", "The most the unique count can be too high: records checked against an incomplete set of ids.", |v, _| v.outputs.as_ref().map(|o| o.unchecked as f64)),
     ("pulse_output_bytes", "Bytes of complete records in the output files.", |v, _| v.outputs.as_ref().map(|o| o.bytes as f64)),
     ("pulse_output_last_write_timestamp_seconds", "When an output file of the partition was last modified.", |v, _| v.last_write),
 ];
@@ -42,6 +45,7 @@ const COUNTERS: &[(&str, &str, Counter)] = &[
     ("pulse_output_error_records", "Records that carry an error.", |v| v.outputs.as_ref().map(|o| o.errors)),
     ("pulse_output_completion_tokens", "Sum of the completion tokens in the records.", |v| v.outputs.as_ref().map(|o| o.tokens)),
     ("pulse_output_oversized_records", "Records longer than max_record_bytes: counted, not inspected.", |v| v.outputs.as_ref().map(|o| o.oversized)),
+    ("pulse_output_duplicate_records", "Records repeating the id of an earlier record of the partition (a re-run re-doing prompts).", |v| v.outputs.as_ref().map(|o| o.duplicates)),
 ];
 
 pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fmt::Result {
@@ -84,6 +88,23 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
             })
         }),
     )?;
+    family(
+        enc,
+        "pulse_output_missing_field_records",
+        "Records lacking a required field, or holding it empty.",
+        MetricType::Counter,
+        views.iter().flat_map(|v| {
+            v.outputs.iter().flat_map(move |o| {
+                o.missing.iter().map(move |(field, n)| {
+                    (
+                        [("partition", v.name), ("field", field.as_str())],
+                        ConstCounter::new(*n),
+                    )
+                })
+            })
+        }),
+    )?;
+    histograms(enc, &views)?;
     family(
         enc,
         "pulse_partition_stall_seconds",
@@ -166,6 +187,39 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
             "Remaining time for the whole run at the current rate.",
             eta,
         )?;
+    }
+    Ok(())
+}
+
+/// Completion tokens per record, per partition with inspected outputs.
+fn histograms(enc: &mut DescriptorEncoder, views: &[PartitionView<'_>]) -> fmt::Result {
+    let inspected: Vec<_> = views
+        .iter()
+        .filter_map(|v| Some((v.name, v.outputs.as_ref()?)))
+        .filter(|(_, o)| o.token_histogram.count() > 0)
+        .collect();
+    if inspected.is_empty() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(
+        "pulse_output_record_completion_tokens",
+        "Completion tokens per record.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (name, outputs) in inspected {
+        let h = &outputs.token_histogram;
+        let buckets: Vec<(f64, u64)> = TokenHistogram::bounds()
+            .zip(h.counts().iter().copied())
+            .collect();
+        metric
+            .encode_family(&[("partition", name)])?
+            .encode_histogram::<Vec<(String, String)>>(
+                outputs.tokens as f64,
+                h.count(),
+                &buckets,
+                None,
+            )?;
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod node;
 mod outputs;
 mod partition;
 mod recent;
+mod records;
 mod server_log;
 mod window;
 
@@ -20,11 +21,11 @@ pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{xid_label, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
-    Facts, InputFile, OutputFile, OutputStats, PartitionView, RecentRecords, RunTotals,
-    MISMATCH_MIN_GAP,
+    InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
 };
 pub use partition::Partition;
 pub use recent::RecentLines;
+pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_RECORDS, TRUNCATED};
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
 pub use window::Window;
 
@@ -138,6 +139,12 @@ pub struct Run {
     /// Per partition, the first output write seen after its latest progress line.
     #[serde(skip)]
     pub outputs_resumed: BTreeMap<String, Seconds>,
+    /// Per partition, what its output files held when the driver's latest pass over it began.
+    #[serde(skip)]
+    pub passes: BTreeMap<String, PassMark>,
+    /// Record ids remembered on the node, against `identity_cap`.
+    #[serde(skip)]
+    pub identities_stored: usize,
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
     pub discovered: Option<Discovered>,

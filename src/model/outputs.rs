@@ -1,6 +1,7 @@
 //! What the pipeline actually wrote: per output file counts, summed per partition, and the
 //! reconciliation of those counts with what the log claims.
 
+use super::records::{Facts, RecentRecords, TokenHistogram, TRUNCATED};
 use super::window::Window;
 use super::{Partition, Run, Seconds, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
@@ -16,18 +17,6 @@ pub const PREVIOUS_MARGIN: Seconds = 60.0;
 /// writes free text there cannot explode the label set.
 pub const MAX_REASONS: usize = 16;
 
-/// What one record says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
-    /// Not a JSON object (not JSON at all, or an array, string, number).
-    pub invalid: bool,
-    pub tokens: Option<u64>,
-    pub finish_reason: Option<String>,
-    pub error: bool,
-    /// Every text field present is empty and there is no error.
-    pub empty: bool,
-}
-
 /// Counts over the records of one file, or summed over a partition's files.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputStats {
@@ -40,54 +29,35 @@ pub struct OutputStats {
     /// Records longer than the cap: counted as records, not inspected.
     pub oversized: u64,
     pub finish_reasons: BTreeMap<String, u64>,
-    /// The last records' error and empty flags, for rates over recent records.
+    /// The last records' flags, for rates over recent records.
     #[serde(default)]
     pub recent: RecentRecords,
+    /// Records whose id an earlier record of the partition already had.
+    #[serde(default)]
+    pub duplicates: u64,
+    /// Records checked against an incomplete set of ids (past the node's identity cap): each
+    /// counts as distinct, so the distinct count is at most this much too high.
+    #[serde(default)]
+    pub unchecked: u64,
+    /// The first duplicates' ids, for the notice.
+    #[serde(default)]
+    pub duplicate_examples: Vec<String>,
+    /// Records lacking each required field.
+    #[serde(default)]
+    pub missing: BTreeMap<String, u64>,
+    /// The first records lacking a required field, by their line in the file.
+    #[serde(default)]
+    pub missing_examples: Vec<u64>,
+    #[serde(default)]
+    pub token_histogram: TokenHistogram,
 }
 
-/// Records counted for the rates over recent records.
-pub const RECENT_RECORDS: usize = 200;
+/// Examples kept per file for a notice.
+const EXAMPLES: usize = 5;
 
-/// Flags of the last [`RECENT_RECORDS`] records: bit 0 error, bit 1 empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecentRecords {
-    flags: std::collections::VecDeque<u8>,
-}
-
-impl RecentRecords {
-    fn push(&mut self, error: bool, empty: bool) {
-        if self.flags.len() == RECENT_RECORDS {
-            self.flags.pop_front();
-        }
-        self.flags
-            .push_back(u8::from(error) | (u8::from(empty) << 1));
-    }
-
-    /// `n` records with neither flag.
-    fn push_clean(&mut self, n: u64) {
-        let n = n.min(RECENT_RECORDS as u64) as usize;
-        let keep = RECENT_RECORDS - n;
-        if self.flags.len() > keep {
-            self.flags.drain(..self.flags.len() - keep);
-        }
-        self.flags.extend(std::iter::repeat_n(0, n));
-    }
-
-    /// (records, errors, empty) among the recent records.
-    pub fn counts(&self) -> (u64, u64, u64) {
-        let errors = self.flags.iter().filter(|f| *f & 1 != 0).count() as u64;
-        let empty = self.flags.iter().filter(|f| *f & 2 != 0).count() as u64;
-        (self.flags.len() as u64, errors, empty)
-    }
-
-    fn merge(&mut self, other: &RecentRecords) {
-        for f in &other.flags {
-            if self.flags.len() == RECENT_RECORDS {
-                self.flags.pop_front();
-            }
-            self.flags.push_back(*f);
-        }
-    }
+fn keep_first<T: Clone>(into: &mut Vec<T>, from: &[T]) {
+    let room = EXAMPLES.saturating_sub(into.len());
+    into.extend(from.iter().take(room).cloned());
 }
 
 impl OutputStats {
@@ -99,7 +69,10 @@ impl OutputStats {
         self.empty += u64::from(facts.empty);
         self.errors += u64::from(facts.error);
         self.tokens = self.tokens.saturating_add(facts.tokens.unwrap_or(0));
-        self.recent.push(facts.error, facts.empty);
+        if let Some(tokens) = facts.tokens {
+            self.token_histogram.observe(tokens);
+        }
+        self.recent.push(facts);
         if let Some(reason) = &facts.finish_reason {
             // Known reasons (nearly every record's) are counted without allocating a key.
             if let Some(n) = self.finish_reasons.get_mut(reason) {
@@ -122,6 +95,52 @@ impl OutputStats {
         self.recent.push_clean(records);
     }
 
+    /// Counts for a file whose records must have `required`: each field's count starts at 0,
+    /// so that its series exists before the first record lacks it.
+    pub fn expecting(required: &[String]) -> OutputStats {
+        OutputStats {
+            missing: required.iter().map(|f| (f.clone(), 0)).collect(),
+            ..OutputStats::default()
+        }
+    }
+
+    /// A record whose id was seen before in its partition.
+    pub fn add_duplicate(&mut self, id: impl FnOnce() -> Option<String>) {
+        self.duplicates += 1;
+        if self.duplicate_examples.len() < EXAMPLES {
+            self.duplicate_examples.extend(id());
+        }
+    }
+
+    /// The required fields (by their pointers) the last record added lacks: `missing` bit i
+    /// for `required[i]`.
+    pub fn add_missing(&mut self, missing: u32, required: &[String]) {
+        if missing == 0 {
+            return;
+        }
+        for (i, field) in required.iter().enumerate() {
+            if missing & (1 << i) != 0 {
+                *self.missing.entry(field.clone()).or_default() += 1;
+            }
+        }
+        if self.missing_examples.len() < EXAMPLES {
+            self.missing_examples.push(self.records);
+        }
+    }
+
+    /// Records that are not duplicates: the partition's distinct responses.
+    pub fn distinct(&self) -> u64 {
+        self.records.saturating_sub(self.duplicates)
+    }
+
+    /// Records that finished at their token limit.
+    pub fn truncated(&self) -> u64 {
+        TRUNCATED
+            .iter()
+            .filter_map(|r| self.finish_reasons.get(*r))
+            .sum()
+    }
+
     pub fn add_oversized(&mut self) {
         self.records += 1;
         self.oversized += 1;
@@ -138,6 +157,14 @@ impl OutputStats {
         for (reason, n) in &other.finish_reasons {
             *self.finish_reasons.entry(reason.clone()).or_default() += n;
         }
+        self.duplicates += other.duplicates;
+        self.unchecked += other.unchecked;
+        for (field, n) in &other.missing {
+            *self.missing.entry(field.clone()).or_default() += n;
+        }
+        keep_first(&mut self.duplicate_examples, &other.duplicate_examples);
+        keep_first(&mut self.missing_examples, &other.missing_examples);
+        self.token_histogram.merge(&other.token_histogram);
         self.recent.merge(&other.recent);
     }
 }
@@ -158,6 +185,17 @@ pub struct InputFile {
     pub lines: u64,
 }
 
+/// What a partition's output files held when the driver's latest pass over it began (its
+/// latest restart, or when the sidecar first saw it), so that records an earlier pass wrote
+/// are not taken for a mismatch and duplicates are notified once per pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassMark {
+    /// The log's restarts of the partition when the pass began.
+    pub restarts: u64,
+    pub records: u64,
+    pub duplicates: u64,
+}
+
 /// Everything known about one partition, from the log, the outputs and the inputs.
 #[derive(Debug, Clone)]
 pub struct PartitionView<'a> {
@@ -170,6 +208,7 @@ pub struct PartitionView<'a> {
     /// the run's totals and alerts.
     pub previous: bool,
     output_tokens: Option<&'a Window>,
+    pub pass: Option<PassMark>,
 }
 
 impl PartitionView<'_> {
@@ -185,6 +224,38 @@ impl PartitionView<'_> {
             .or(self.outputs.as_ref().map(|o| o.records))
     }
 
+    /// Distinct records written: records less the duplicates of an earlier one's id.
+    pub fn distinct(&self) -> Option<u64> {
+        self.outputs.as_ref().map(OutputStats::distinct)
+    }
+
+    /// The progress the run's totals, ETA and `RunFinished` count: the distinct records when
+    /// the outputs are followed (a re-run's repeats are no progress), else the log's count.
+    pub fn done(&self) -> Option<u64> {
+        self.distinct().or_else(|| self.completed())
+    }
+
+    /// Records written before the driver's current pass began, where a resume says so: the
+    /// records the files held at a restart seen, or the plan the inputs make beyond what a
+    /// resumed driver announced for itself.
+    pub fn earlier_pass(&self) -> Option<u64> {
+        let at_restart = self
+            .pass
+            .filter(|m| m.restarts > 0 && m.records > 0)
+            .map(|m| m.records);
+        let announced_less = match (self.log.and_then(|p| p.planned), self.input_lines) {
+            (Some(announced), Some(inputs)) if announced < inputs => Some(inputs - announced),
+            _ => None,
+        };
+        at_restart.max(announced_less)
+    }
+
+    /// Duplicates written since the current pass began.
+    pub fn pass_duplicates(&self) -> u64 {
+        let duplicates = self.outputs.as_ref().map_or(0, |o| o.duplicates);
+        duplicates.saturating_sub(self.pass.map_or(0, |m| m.duplicates))
+    }
+
     /// Completion tokens per second: from the records' token counts when they have any, else
     /// from the log's averages.
     pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
@@ -197,15 +268,28 @@ impl PartitionView<'_> {
             .or_else(|| self.log.and_then(|p| p.completion_tokens_per_second(now)))
     }
 
-    /// Whether the completed count reached a known, non-zero plan.
+    /// Whether the progress reached a known, non-zero plan.
     pub fn reached_plan(&self) -> bool {
-        matches!((self.completed(), self.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
+        matches!((self.done(), self.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
     }
 
-    /// The log's completed count minus the records written, when both are known.
+    /// The log's completed count minus what the outputs say it should be, when both are
+    /// known: the distinct records (a first pass, or a re-run seen whole), the records written
+    /// since the current pass began (a driver that started over, re-doing prompts or
+    /// skipping finished ones), or the distinct records less those an earlier pass wrote (a
+    /// resumed driver that announced only what was left). The reading closest to the log is
+    /// the one that explains it.
     pub fn log_output_gap(&self) -> Option<i64> {
         let (log, outputs) = (self.log?, self.outputs.as_ref()?);
-        Some(log.completed as i64 - outputs.records as i64)
+        let logged = log.completed as i64;
+        let mut gaps = vec![logged - outputs.distinct() as i64];
+        if let Some(mark) = self.pass.filter(|m| m.restarts > 0) {
+            gaps.push(logged - outputs.records.saturating_sub(mark.records) as i64);
+        }
+        if let Some(earlier) = self.earlier_pass() {
+            gaps.push(logged - outputs.distinct().saturating_sub(earlier) as i64);
+        }
+        gaps.into_iter().min_by_key(|g| g.unsigned_abs())
     }
 
     /// Whether log and outputs disagree by more than max(50, 2% of planned): the flag the
@@ -283,6 +367,7 @@ impl Run {
                     last_write,
                     input_lines: inputs.get(name).copied(),
                     output_tokens: self.output_tokens.get(name),
+                    pass: self.passes.get(name).copied(),
                 }
             })
             .collect()
@@ -308,6 +393,45 @@ impl Run {
             }
         }
         self.outputs_resumed.extend(resumed);
+    }
+
+    /// Marks where each partition's current pass began: at first sight nothing is known to
+    /// be earlier; at each restart the log shows, what the files hold then, less what the new
+    /// pass already reported (the log line and the records it counts arrive in either order).
+    fn note_passes(&mut self) {
+        let mut marks = Vec::new();
+        for v in self.views() {
+            let (Some(p), Some(o)) = (v.log, v.outputs.as_ref()) else {
+                continue;
+            };
+            match v.pass {
+                None => marks.push((
+                    v.name.to_owned(),
+                    PassMark {
+                        restarts: p.restarts,
+                        ..PassMark::default()
+                    },
+                )),
+                Some(mark) if mark.restarts < p.restarts => {
+                    // What the pass reported so far was written in it, not before it.
+                    let reported = if p.first_progress_at.is_some() {
+                        p.completed
+                    } else {
+                        0
+                    };
+                    marks.push((
+                        v.name.to_owned(),
+                        PassMark {
+                            restarts: p.restarts,
+                            records: o.records.saturating_sub(reported),
+                            duplicates: o.duplicates,
+                        },
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        self.passes.extend(marks);
     }
 
     /// The partitions of this run: [`Run::views`] without the previous ones.
@@ -346,6 +470,7 @@ impl Run {
             *total = total.saturating_add(file.stats.tokens);
         }
         self.note_outputs_resumed();
+        self.note_passes();
         self.output_tokens.retain(|p, _| totals.contains_key(p));
         for (partition, tokens) in totals {
             let window = self.output_tokens.entry(partition).or_default();
@@ -366,7 +491,7 @@ impl RunTotals {
     /// ETA from the current rate (the one the logged ETAs imply until we have measured one).
     pub fn of(views: &[PartitionView<'_>], now: Seconds) -> RunTotals {
         let views: Vec<&PartitionView<'_>> = views.iter().filter(|v| !v.previous).collect();
-        let completed = views.iter().filter_map(|v| v.completed()).sum();
+        let completed = views.iter().filter_map(|v| v.done()).sum();
         let planned = views.iter().filter_map(|v| v.planned()).sum();
         let rate: f64 = views
             .iter()
@@ -374,7 +499,7 @@ impl RunTotals {
             .sum();
         let remaining = views
             .iter()
-            .filter_map(|v| Some(v.planned()?.saturating_sub(v.completed().unwrap_or(0))))
+            .filter_map(|v| Some(v.planned()?.saturating_sub(v.done().unwrap_or(0))))
             .sum::<u64>();
         RunTotals {
             completed,
@@ -450,6 +575,96 @@ mod tests {
             );
         }
         run
+    }
+
+    /// Partition A's file now holds `records`, of which `duplicates` repeat an earlier id.
+    fn write(run: &mut Run, records: u64, duplicates: u64, now: Seconds) {
+        let mut stats = OutputStats::default();
+        for _ in 0..records {
+            stats.add(&facts(10, "stop"), 100);
+        }
+        for _ in 0..duplicates {
+            stats.add_duplicate(|| Some("A-1".into()));
+        }
+        run.outputs.get_mut("/p/A/raw.jsonl").unwrap().stats = stats;
+        run.note_output_tokens(now, true);
+    }
+
+    fn log(run: &mut Run, line: &str) {
+        let mut parser = Parser::RunInference(RunInference);
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 1.0);
+    }
+
+    #[test]
+    fn a_restart_that_redoes_prompts_counts_them_once() {
+        let mut run = run_with(
+            &[
+                "Processing: A",
+                "A: 800 prompts",
+                "  240/800 (0 err) 1.0 req/s",
+            ],
+            240,
+            Some(800),
+        );
+        write(&mut run, 240, 0, 1.0);
+        // The driver starts over and writes the first 240 prompts again, then the rest.
+        log(&mut run, "Processing: A");
+        log(&mut run, "A: 800 prompts");
+        write(&mut run, 240, 0, 2.0);
+        log(&mut run, "  100/800 (0 err) 1.0 req/s");
+        write(&mut run, 340, 100, 3.0);
+        let v = &run.views()[0];
+        assert_eq!(
+            v.log_output_gap(),
+            Some(0),
+            "100 written in this pass, as the log says"
+        );
+        assert_eq!((v.distinct(), v.pass_duplicates()), (Some(240), 100));
+        log(&mut run, "  800/800 (0 err) 1.0 req/s");
+        write(&mut run, 1040, 240, 4.0);
+        let v = &run.views()[0];
+        assert_eq!(v.distinct(), Some(800));
+        assert_eq!(v.log_output_gap(), Some(0));
+        assert!(!v.log_output_mismatch() && v.reached_plan());
+        assert_eq!(
+            RunTotals::of(&run.views(), 4.0).completed,
+            800,
+            "distinct, not 1040"
+        );
+        // The next pass begins with no duplicates of its own.
+        log(&mut run, "Processing: A");
+        write(&mut run, 1040, 240, 5.0);
+        assert_eq!(run.views()[0].pass_duplicates(), 0);
+    }
+
+    #[test]
+    fn a_resumed_driver_is_no_mismatch() {
+        // Announced only what was left: the inputs plan 800, the files hold 240 already.
+        let mut run = run_with(&["Processing: A", "A: 560 prompts"], 240, Some(800));
+        write(&mut run, 240, 0, 1.0);
+        log(&mut run, "  300/560 (0 err) 1.0 req/s");
+        write(&mut run, 540, 0, 2.0);
+        let v = &run.views()[0];
+        assert_eq!(v.earlier_pass(), Some(240));
+        assert_eq!(v.log_output_gap(), Some(0));
+        assert!(!v.log_output_mismatch());
+        // Started over at a lower count, skipping what was done: the records since.
+        let mut run = run_with(
+            &["Processing: A", "  400/1000 (0 err) 1.0 req/s"],
+            400,
+            None,
+        );
+        write(&mut run, 400, 0, 1.0);
+        log(&mut run, "  10/600 (0 err) 1.0 req/s");
+        write(&mut run, 410, 0, 2.0);
+        log(&mut run, "  300/600 (0 err) 1.0 req/s");
+        write(&mut run, 700, 0, 3.0);
+        let v = &run.views()[0];
+        assert_eq!(v.log_output_gap(), Some(0), "{:?}", v.pass);
+        assert!(!v.log_output_mismatch());
+        // A real gap is still one: the log far ahead of anything the files say.
+        log(&mut run, "  590/600 (0 err) 1.0 req/s");
+        assert!(run.views()[0].log_output_mismatch());
     }
 
     #[test]

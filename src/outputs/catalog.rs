@@ -4,6 +4,7 @@
 //! holds no lock that another reader, a snapshot or the model needs.
 
 use super::file::{Followed, Kind, SavedFile};
+use super::identity::Identities;
 use super::record::Inspector;
 use crate::config::OutputConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +40,8 @@ pub(super) struct Catalog {
     inspectors: Vec<Option<Arc<Inspector>>>,
     inputs: Vec<String>,
     max_record_bytes: usize,
+    /// Every inspected output's ids, by partition; locked per record, never across I/O.
+    ids: Arc<Mutex<Identities>>,
     pub(super) files: BTreeMap<PathBuf, Entry>,
     last_glob: Option<Instant>,
     /// When a file last changed or appeared.
@@ -56,6 +59,7 @@ impl Catalog {
         outputs: &[OutputConfig],
         inputs: &[String],
         max_record_bytes: usize,
+        identity_cap: usize,
         saved: BTreeMap<String, SavedFile>,
     ) -> Catalog {
         Catalog {
@@ -63,6 +67,7 @@ impl Catalog {
             inspectors: outputs.iter().map(inspector).collect(),
             inputs: inputs.to_vec(),
             max_record_bytes,
+            ids: Arc::new(Mutex::new(Identities::new(identity_cap))),
             files: BTreeMap::new(),
             last_glob: None,
             last_change: Instant::now(),
@@ -173,6 +178,7 @@ impl Catalog {
                 kind,
                 partition,
                 inspector,
+                Some(&self.ids),
                 self.max_record_bytes,
                 resume,
             );
@@ -207,7 +213,7 @@ impl Catalog {
 fn inspector(output: &OutputConfig) -> Option<Arc<Inspector>> {
     output
         .inspect
-        .then(|| Arc::new(Inspector::new(&output.pointers)))
+        .then(|| Arc::new(Inspector::with_required(&output.pointers, &output.required)))
 }
 
 /// What the globs match now but folders, each with its identity; unreadable directories are

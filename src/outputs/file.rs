@@ -3,6 +3,7 @@
 //! A file lives behind a mutex of its own, held by the reader that polls it: a reader stuck in
 //! a call on it (a hung mount) holds that file alone, and the next reader passes it by.
 
+use super::identity::{Identities, Seen, Slot};
 use super::record::{self, Inspector};
 use crate::clock;
 use crate::model::{InputFile, OutputFile, OutputStats, Run};
@@ -58,6 +59,8 @@ pub(super) struct Followed {
     partition: String,
     /// Compiled pointers for an inspected output; `None` when records are only counted.
     inspector: Option<Arc<Inspector>>,
+    /// The partition's ids, and this file's place among them, for an inspected output.
+    ids: Option<(Arc<Mutex<Identities>>, Slot)>,
     stats: OutputStats,
     /// A saved position to continue from, taken up at the first poll (it opens the file).
     resume: Option<SavedFile>,
@@ -83,6 +86,7 @@ impl Followed {
         kind: Kind,
         partition: String,
         inspector: Option<Arc<Inspector>>,
+        ids: Option<&Arc<Mutex<Identities>>>,
         max_record_bytes: usize,
         resume: Option<SavedFile>,
     ) -> Followed {
@@ -92,12 +96,20 @@ impl Followed {
         } else {
             follower.count_only()
         };
+        let ids = ids.filter(|_| inspector.is_some()).map(|ids| {
+            let slot = lock(ids).register(&partition);
+            (ids.clone(), slot)
+        });
+        // Ids are not saved: an inspected file is read again from its start.
+        let resume = resume.filter(|_| ids.is_none());
+        let stats = OutputStats::expecting(inspector.as_ref().map_or(&[], |i| i.required_fields()));
         Followed {
             follower,
             kind,
             partition,
             inspector,
-            stats: OutputStats::default(),
+            ids,
+            stats,
             resume,
             problem: None,
             published: None,
@@ -148,17 +160,24 @@ impl Followed {
         let mut touched = false;
         loop {
             let inspect = self.inspector.as_deref();
+            let ids = self.ids.as_ref();
             let stats = &mut self.stats;
             let result = self.follower.poll(BATCH_BYTES, |tailed| {
                 touched = true;
                 match tailed {
                     Tailed::Line(line) => match inspect {
-                        Some(inspector) => stats.add(&inspector.inspect(line), line.len()),
+                        Some(inspector) => add(stats, inspector, ids, line),
                         None => stats.add(&record::Facts::default(), line.len()),
                     },
                     Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
                     Tailed::Oversized => stats.add_oversized(),
-                    Tailed::Reset => *stats = OutputStats::default(),
+                    Tailed::Reset => {
+                        *stats =
+                            OutputStats::expecting(inspect.map_or(&[], |i| i.required_fields()));
+                        if let Some((ids, slot)) = ids {
+                            lock(ids).forget(*slot);
+                        }
+                    }
                 }
             });
             progress();
@@ -204,7 +223,11 @@ impl Followed {
         self.published = Some(modified);
         let key = path.display().to_string();
         let last_write = modified.map(clock::unix_seconds);
+        let stored = self.ids.as_ref().map(|(ids, _)| lock(ids).stored());
         let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(stored) = stored {
+            run.identities_stored = stored;
+        }
         match self.kind {
             Kind::Output(_) => {
                 run.outputs.insert(
@@ -234,4 +257,31 @@ impl Followed {
             self.problem = Some(message);
         }
     }
+}
+
+/// One inspected record: its facts, its identity checked against its partition's (the lock
+/// is taken per record, never across a read, so a file stuck in a read holds no other file of
+/// its partition), and the required fields it lacks.
+fn add(
+    stats: &mut OutputStats,
+    inspector: &Inspector,
+    ids: Option<&(Arc<Mutex<Identities>>, Slot)>,
+    line: &[u8],
+) {
+    let facts = inspector.inspect(line);
+    stats.add(&facts, line.len());
+    stats.add_missing(facts.missing, inspector.required_fields());
+    let (Some((ids, slot)), Some(id)) = (ids, facts.identity) else {
+        return;
+    };
+    let seen = lock(ids).check(*slot, id);
+    match seen {
+        Seen::New => {}
+        Seen::Duplicate => stats.add_duplicate(|| inspector.id_text(line)),
+        Seen::Unchecked => stats.unchecked += 1,
+    }
+}
+
+fn lock(ids: &Mutex<Identities>) -> std::sync::MutexGuard<'_, Identities> {
+    ids.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -44,14 +44,28 @@ pub enum Found<'a> {
     Container {
         empty: bool,
     },
+    /// The value as written in the record, for a pointer that asked for it whole (a prompt,
+    /// hashed as the record's identity).
+    Raw(&'a [u8]),
+}
+
+/// What a pointer wants of the value it ends at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// Its kind, and for a string whether it is empty.
+    Presence,
+    /// A string's text too (trimmed, cut to 1 KiB).
+    Text,
+    /// The value's bytes as written.
+    Raw,
 }
 
 /// The pointers, merged into a tree of reference tokens.
 #[derive(Debug)]
 pub struct Lookup {
     root: Node,
-    /// Per pointer: whether a string it finds is kept whole.
-    keep: Vec<bool>,
+    /// Per pointer: what it wants of the value it ends at.
+    want: Vec<Want>,
 }
 
 #[derive(Debug, Default)]
@@ -72,9 +86,9 @@ struct Child {
 }
 
 impl Lookup {
-    /// `pointers` as (pointer, keep the strings it finds). A string that is not a JSON pointer
-    /// (neither empty nor starting with `/`) never resolves, as with `Value::pointer`.
-    pub fn new(pointers: &[(&str, bool)]) -> Lookup {
+    /// `pointers` as (pointer, what it wants). A string that is not a JSON pointer (neither
+    /// empty nor starting with `/`) never resolves, as with `Value::pointer`.
+    pub fn new(pointers: &[(&str, Want)]) -> Lookup {
         let mut root = Node::default();
         for (i, (pointer, _)) in pointers.iter().enumerate() {
             let tokens: Vec<String> = match pointer.strip_prefix('/') {
@@ -106,7 +120,7 @@ impl Lookup {
         }
         Lookup {
             root,
-            keep: pointers.iter().map(|(_, keep)| *keep).collect(),
+            want: pointers.iter().map(|(_, want)| *want).collect(),
         }
     }
 
@@ -114,10 +128,10 @@ impl Lookup {
     /// not JSON, or JSON but not an object.
     pub fn find<'a>(&self, line: &'a [u8]) -> Option<Vec<Option<Found<'a>>>> {
         let mut scan = Scan::new(line)?;
-        let mut found = vec![None; self.keep.len()];
+        let mut found = vec![None; self.want.len()];
         let mut walk = Walk {
             found: &mut found,
-            keep: &self.keep,
+            want: &self.want,
             scan: &mut scan,
         };
         // Only an object is a record; whatever else it is, it is invalid, JSON or not.
@@ -141,7 +155,7 @@ fn array_index(token: &str) -> Option<usize> {
 /// Walks values with the node of the pointer tree each sits at.
 struct Walk<'a, 'b> {
     found: &'a mut [Option<Found<'b>>],
-    keep: &'a [bool],
+    want: &'a [Want],
     scan: &'a mut Scan<'b>,
 }
 
@@ -164,6 +178,22 @@ impl<'b> Walk<'_, 'b> {
         if node.ends.is_empty() && node.children.is_empty() {
             return self.scan.skip_value();
         }
+        if node.ends.iter().any(|&i| self.want[i] == Want::Raw) {
+            self.scan.peek_value()?;
+            let start = self.scan.offset();
+            self.read(node)?;
+            let raw = self.scan.since(start);
+            for &i in &node.ends {
+                if self.want[i] == Want::Raw {
+                    self.found[i] = Some(Found::Raw(raw));
+                }
+            }
+            return Some(());
+        }
+        self.read(node)
+    }
+
+    fn read(&mut self, node: &Node) -> Option<()> {
         match self.scan.token()? {
             Token::Null => self.put(node, |_| Found::Null),
             Token::Bool(b) => self.put(node, |_| Found::Bool(b)),
@@ -209,7 +239,7 @@ impl<'b> Walk<'_, 'b> {
 
     /// A string a pointer ends at: kept (trimmed, cut) only for the pointers that asked.
     fn string(&mut self, node: &Node, raw: &'b [u8], escaped: bool) {
-        let wants_text = node.ends.iter().any(|&i| self.keep[i]);
+        let wants_text = node.ends.iter().any(|&i| self.want[i] == Want::Text);
         if !wants_text {
             let blank = super::scan::is_blank(raw);
             self.put(node, |_| Found::Str {
@@ -238,11 +268,11 @@ impl<'b> Walk<'_, 'b> {
                 (cut, blank, Cow::Owned(s.trim()[..end].to_owned()))
             }
         };
-        let keep = self.keep;
+        let want = self.want;
         self.put(node, |i| Found::Str {
             empty: raw.is_empty(),
             blank,
-            text: keep[i].then(|| kept.clone()),
+            text: (want[i] == Want::Text).then(|| kept.clone()),
             cut,
         });
     }
@@ -320,7 +350,7 @@ mod tests {
             "no-slash",
             "/",
         ];
-        let lookup = Lookup::new(&pointers.map(|p| (p, true)));
+        let lookup = Lookup::new(&pointers.map(|p| (p, Want::Text)));
         for line in [
             r#"{"text":"hi","meta_info":{"completion_tokens":217,"finish_reason":{"type":"stop"}}}"#,
             r#"{"meta_info":{"completion_tokens":-3,"finish_reason":"length"}}"#,
@@ -377,7 +407,7 @@ mod tests {
     fn strings_are_kept_trimmed_and_cut_only_when_asked() {
         let long = format!("  {}é", "x".repeat(MAX_KEPT - 1));
         let line = format!(r#"{{"a":"{long}","b":"short"}}"#);
-        let lookup = Lookup::new(&[("/a", true), ("/b", false)]);
+        let lookup = Lookup::new(&[("/a", Want::Text), ("/b", Want::Presence)]);
         let found = lookup.find(line.as_bytes()).unwrap();
         let strings: Vec<_> = found
             .iter()
@@ -391,5 +421,19 @@ mod tests {
             strings,
             [(Some("x".repeat(MAX_KEPT - 1)), true), (None, false)]
         );
+    }
+
+    #[test]
+    fn a_raw_pointer_gets_the_value_as_written() {
+        let lookup = Lookup::new(&[("/messages", Want::Raw), ("/messages/0/role", Want::Text)]);
+        let line = br#"{"id":1, "messages": [{"role":"user","content":"hi \u00e9"}] ,"x":2}"#;
+        let found = lookup.find(line).unwrap();
+        assert_eq!(
+            found[0],
+            Some(Found::Raw(br#"[{"role":"user","content":"hi \u00e9"}]"#))
+        );
+        assert!(matches!(&found[1], Some(Found::Str { text: Some(t), .. }) if t == "user"));
+        // A record that is not JSON after the raw value is still no record.
+        assert_eq!(lookup.find(br#"{"messages": [1], }"#), None);
     }
 }

@@ -11,6 +11,7 @@
 
 mod catalog;
 mod file;
+mod identity;
 mod lookup;
 mod reader;
 pub mod record;
@@ -50,6 +51,7 @@ impl OutputSource {
         outputs: &[OutputConfig],
         inputs: &[String],
         max_record_bytes: usize,
+        identity_cap: usize,
         run: Arc<Mutex<Run>>,
         state: Option<StateDir>,
     ) -> OutputSource {
@@ -61,7 +63,7 @@ impl OutputSource {
             let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
             run.expect_collector("outputs");
         }
-        let catalog = Catalog::new(outputs, inputs, max_record_bytes, saved);
+        let catalog = Catalog::new(outputs, inputs, max_record_bytes, identity_cap, saved);
         OutputSource {
             shared: Arc::new(Shared::new(catalog, run)),
             reader: None,

@@ -78,6 +78,16 @@ impl<'a> Scan<'a> {
         self.b.get(self.i).copied()
     }
 
+    /// Where the reader stands in the line.
+    pub fn offset(&self) -> usize {
+        self.i
+    }
+
+    /// The bytes read since `start`, an earlier [`Scan::offset`].
+    pub fn since(&self, start: usize) -> &'a [u8] {
+        &self.b[start..self.i]
+    }
+
     /// Nothing but whitespace is left.
     pub fn end(&mut self) -> Option<()> {
         self.ws();

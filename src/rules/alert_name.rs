@@ -19,12 +19,15 @@ pub enum AlertName {
     EmptyResponses,
     ThroughputDrop,
     LogOutputMismatch,
+    TruncationHigh,
+    MissingFields,
+    DuplicateRecords,
     PartitionFinished,
     RunFinished,
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 15] = [
+    pub const ALL: [AlertName; 18] = [
         AlertName::Stalled,
         AlertName::LogSilent,
         AlertName::ServerHung,
@@ -38,6 +41,9 @@ impl AlertName {
         AlertName::EmptyResponses,
         AlertName::ThroughputDrop,
         AlertName::LogOutputMismatch,
+        AlertName::TruncationHigh,
+        AlertName::MissingFields,
+        AlertName::DuplicateRecords,
         AlertName::PartitionFinished,
         AlertName::RunFinished,
     ];
@@ -57,6 +63,9 @@ impl AlertName {
             AlertName::EmptyResponses => "EmptyResponses",
             AlertName::ThroughputDrop => "ThroughputDrop",
             AlertName::LogOutputMismatch => "LogOutputMismatch",
+            AlertName::TruncationHigh => "TruncationHigh",
+            AlertName::MissingFields => "MissingFields",
+            AlertName::DuplicateRecords => "DuplicateRecords",
             AlertName::PartitionFinished => "PartitionFinished",
             AlertName::RunFinished => "RunFinished",
         }
@@ -64,7 +73,16 @@ impl AlertName {
 
     /// Notices are sent once when they become true; they are never "resolved".
     pub fn is_notice(self) -> bool {
-        matches!(self, AlertName::PartitionFinished | AlertName::RunFinished)
+        matches!(
+            self,
+            AlertName::PartitionFinished | AlertName::RunFinished | AlertName::DuplicateRecords
+        )
+    }
+
+    /// Notices told once per episode, not once ever: `DuplicateRecords` once per pass of the
+    /// driver (its condition holds from a pass's first duplicate to the pass's end).
+    pub fn rearms(self) -> bool {
+        self == AlertName::DuplicateRecords
     }
 
     /// Alerts that, while firing, silence others: a dead process or server explains a

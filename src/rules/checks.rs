@@ -5,7 +5,7 @@
 use super::stall::{judge_stall, stall_cause, Stall};
 use super::{AlertName, Condition, History, RuleConfig, Rules, RATE_WINDOW};
 use crate::human::human;
-use crate::model::{PartitionView, Run, Seconds};
+use crate::model::{OutputStats, PartitionView, RecentCounts, Run, Seconds};
 
 /// Fewer requests than this in the window is too small a sample to alarm on.
 const MIN_SAMPLE: u64 = 50;
@@ -40,6 +40,9 @@ pub const TABLE: &[Rule] = &[
         600.0,
         log_output_mismatch,
     ),
+    rule(AlertName::TruncationHigh, 0.2, 60.0, truncation_high),
+    rule(AlertName::MissingFields, 0.02, 60.0, missing_fields),
+    rule(AlertName::DuplicateRecords, 0.0, 0.0, duplicate_records),
     rule(AlertName::PartitionFinished, 0.0, 0.0, partition_finished),
     rule(AlertName::ThroughputDrop, 0.5, 0.0, throughput_drop),
     rule(AlertName::RunFinished, 0.0, 300.0, run_finished_notice),
@@ -365,7 +368,8 @@ fn empty_responses(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     j.views
         .iter()
         .filter_map(|v| {
-            let (n, _, empty) = v.outputs.as_ref()?.recent.counts();
+            let recent = v.outputs.as_ref()?.recent.counts();
+            let (n, empty) = (recent.records, recent.empty);
             let rate = empty as f64 / n.max(1) as f64;
             (n >= MIN_SAMPLE && rate > threshold).then(|| {
                 condition(
@@ -379,6 +383,107 @@ fn empty_responses(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
+/// The recent records of a partition that carry a flag, over the rule's threshold.
+fn recent_share(
+    v: &PartitionView<'_>,
+    threshold: f64,
+    flagged: fn(&RecentCounts) -> u64,
+) -> Option<(u64, u64)> {
+    let recent = v.outputs.as_ref()?.recent.counts();
+    let (n, flagged) = (recent.records, flagged(&recent));
+    (n >= MIN_SAMPLE && flagged as f64 / n as f64 > threshold).then_some((flagged, n))
+}
+
+/// "p50 310, p90 2.1k, p99 10240 tokens (1040 records)": how long the answers are.
+pub fn token_distribution(o: &OutputStats) -> String {
+    let h = &o.token_histogram;
+    let q = |q: f64| h.quantile(q).map_or("?".to_owned(), |t| format!("{t:.0}"));
+    format!(
+        "p50 {}, p90 {}, p99 {} tokens ({} records with a count)",
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        h.count()
+    )
+}
+
+fn truncation_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    j.views
+        .iter()
+        .filter_map(|v| {
+            let (cut, n) = recent_share(v, rule.threshold, |r| r.truncated)?;
+            let limit = v
+                .log
+                .and_then(|p| p.max_tokens)
+                .map_or(String::new(), |m| format!(" (max_tokens {m})"));
+            Some(condition(
+                AlertName::TruncationHigh,
+                Some(v.name),
+                format!("{cut} of the last {n} responses stopped at the token limit{limit}"),
+                format!(
+                    "Over {:.0}% of recent records finished with `length` (or `max_tokens`){limit}: answers cut off are rarely usable for training. A budget too small for the model, or a prompt template that makes it ramble. Completion tokens per record: {}.",
+                    rule.threshold * 100.0,
+                    token_distribution(v.outputs.as_ref()?)
+                ),
+            ))
+        })
+        .collect()
+}
+
+fn missing_fields(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+    j.views
+        .iter()
+        .filter_map(|v| {
+            let (lacking, n) = recent_share(v, rule.threshold, |r| r.missing)?;
+            let o = v.outputs.as_ref()?;
+            let fields: Vec<String> = o
+                .missing
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(f, n)| format!("{f} ({n})"))
+                .collect();
+            let examples: Vec<String> = o.missing_examples.iter().map(u64::to_string).collect();
+            Some(condition(
+                AlertName::MissingFields,
+                Some(v.name),
+                format!("{lacking} of the last {n} records lack a required field"),
+                format!(
+                    "Over {:.0}% of recent records lack a required field or hold it empty: {}. The first such records are lines {} of their files. A capture that saves half of each answer.",
+                    rule.threshold * 100.0,
+                    fields.join(", "),
+                    examples.join(", ")
+                ),
+            ))
+        })
+        .collect()
+}
+
+fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    j.views
+        .iter()
+        .filter_map(|v| {
+            let repeated = v.pass_duplicates();
+            let o = v.outputs.as_ref()?;
+            (repeated > 0).then(|| {
+                condition(
+                    AlertName::DuplicateRecords,
+                    Some(v.name),
+                    format!(
+                        "{repeated} records repeat an earlier id: {} distinct of {} records",
+                        o.distinct(),
+                        o.records
+                    ),
+                    format!(
+                        "The driver wrote prompts again that the partition's files already hold (a restart that re-does its work). They count once in the progress; the files hold {} duplicates in all. First repeated ids: {}.",
+                        o.duplicates,
+                        o.duplicate_examples.join(", ")
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let ratio = rule.threshold;
     j.views
@@ -386,11 +491,17 @@ fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .filter(|v| v.log_output_mismatch_over(crate::model::MISMATCH_MIN_GAP, ratio))
         .map(|v| {
             let records = v.outputs.as_ref().map_or(0, |o| o.records);
+            let distinct = v.distinct().unwrap_or(0);
+            let distinct = if distinct == records {
+                String::new()
+            } else {
+                format!(" ({distinct} distinct)")
+            };
             condition(
                 AlertName::LogOutputMismatch,
                 Some(v.name),
                 format!(
-                    "the log says {} completed, the files hold {records}",
+                    "the log says {} completed, the files hold {records}{distinct}",
                     v.completed().unwrap_or(0)
                 ),
                 format!(
@@ -461,7 +572,8 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
         let window = v.log.map_or(0, |p| p.completed.min(RATE_WINDOW));
         return (window >= MIN_SAMPLE).then_some((rate, window));
     }
-    let (n, errors, _) = v.outputs.as_ref()?.recent.counts();
+    let recent = v.outputs.as_ref()?.recent.counts();
+    let (n, errors) = (recent.records, recent.errors);
     (n >= MIN_SAMPLE).then(|| (errors as f64 / n as f64, n))
 }
 
@@ -495,9 +607,18 @@ fn partition_summary(v: &PartitionView<'_>) -> String {
     }
     if let Some(o) = &v.outputs {
         s += &format!(
-            ", {} records, {} error records, {} empty, {} completion tokens",
-            o.records, o.errors, o.empty, o.tokens
+            ", {} records ({} distinct, {} duplicates), {} error records, {} empty, {} truncated, {} completion tokens",
+            o.records,
+            o.distinct(),
+            o.duplicates,
+            o.errors,
+            o.empty,
+            o.truncated(),
+            o.tokens
         );
+        if o.token_histogram.count() > 0 {
+            s += &format!("; {}", token_distribution(o));
+        }
     }
     s
 }

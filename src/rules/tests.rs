@@ -537,3 +537,101 @@ fn records_written_just_after_the_last_line_are_not_a_silent_log() {
         [(AlertName::LogSilent, Some("B1"))]
     );
 }
+
+/// B1's file with `n` records made by `each(i)`, written as the log says (160 records).
+fn with_records(n: u64, each: impl Fn(u64, &mut OutputStats)) -> Run {
+    let mut run = active_run();
+    let mut stats = OutputStats::expecting(&["/reasoning".into()]);
+    for i in 0..n {
+        each(i, &mut stats);
+    }
+    run.outputs.insert(
+        "/p/B1/raw.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats,
+            last_write: Some(T0 + 60.0),
+        },
+    );
+    run
+}
+
+#[test]
+fn truncation_high_over_a_fifth_of_recent_answers() {
+    let cut = Facts {
+        finish_reason: Some("length".into()),
+        tokens: Some(10240),
+        ..Facts::default()
+    };
+    let whole = Facts {
+        finish_reason: Some("stop".into()),
+        tokens: Some(300),
+        ..Facts::default()
+    };
+    let run = with_records(160, |i, s| {
+        s.add(if i % 4 == 0 { &cut } else { &whole }, 10)
+    });
+    let c = eval(&run, T0 + 61.0);
+    assert_eq!(alerts(&c), [(AlertName::TruncationHigh, Some("B1"))]);
+    assert!(
+        c[0].summary.starts_with("40 of the last 160 responses"),
+        "{}",
+        c[0].summary
+    );
+    assert!(
+        c[0].details.contains("p50 "),
+        "the distribution: {}",
+        c[0].details
+    );
+    // One in ten is under the threshold; and 40 records are too few to judge.
+    let run = with_records(160, |i, s| {
+        s.add(if i % 10 == 0 { &cut } else { &whole }, 10)
+    });
+    assert_eq!(eval(&run, T0 + 61.0), []);
+    let run = with_records(40, |_, s| s.add(&cut, 10));
+    assert!(!alerts(&eval(&run, T0 + 61.0)).contains(&(AlertName::TruncationHigh, Some("B1"))));
+}
+
+#[test]
+fn missing_fields_name_the_field_and_the_records() {
+    let required = ["/reasoning".to_owned()];
+    let run = with_records(160, |i, s| {
+        let missing = u32::from(i % 20 == 0);
+        s.add(
+            &Facts {
+                missing,
+                ..Facts::default()
+            },
+            10,
+        );
+        s.add_missing(missing, &required);
+    });
+    let c = eval(&run, T0 + 61.0);
+    assert_eq!(alerts(&c), [(AlertName::MissingFields, Some("B1"))]);
+    assert!(c[0].details.contains("/reasoning (8)"), "{}", c[0].details);
+    assert!(c[0].details.contains("lines 1, 21, 41"), "{}", c[0].details);
+}
+
+#[test]
+fn duplicates_are_noticed_once_a_pass_repeats_an_id() {
+    let mut run = with_records(160, |_, s| s.add(&Facts::default(), 10));
+    run.note_output_tokens(T0 + 60.0, true);
+    assert_eq!(eval(&run, T0 + 61.0), [], "no duplicate yet");
+    let file = run.outputs.get_mut("/p/B1/raw.jsonl").unwrap();
+    file.stats.add(&Facts::default(), 10);
+    file.stats.add_duplicate(|| Some("B1-7".into()));
+    let c = eval(&run, T0 + 61.0);
+    let notice: Vec<_> = c
+        .iter()
+        .filter(|c| c.alert == AlertName::DuplicateRecords)
+        .collect();
+    assert_eq!(notice.len(), 1, "{c:?}");
+    assert!(
+        notice[0]
+            .summary
+            .starts_with("1 records repeat an earlier id: 160 distinct of 161"),
+        "{}",
+        notice[0].summary
+    );
+    assert!(notice[0].details.contains("B1-7"));
+}

@@ -96,7 +96,7 @@ pub struct PartitionStatus {
     pub recent_tokens_per_second: Vec<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutputStatus {
     pub records: u64,
     pub bytes: u64,
@@ -105,6 +105,26 @@ pub struct OutputStatus {
     pub invalid: u64,
     pub tokens: u64,
     pub last_write: Option<f64>,
+    /// Distinct records: the records less the duplicates of an earlier id.
+    #[serde(default)]
+    pub unique: u64,
+    #[serde(default)]
+    pub duplicates: u64,
+    /// The identity cap was reached: `unique` is at most this much too high.
+    #[serde(default)]
+    pub unique_error: u64,
+    /// Records an earlier pass of the driver wrote, where a restart or resume says so.
+    #[serde(default)]
+    pub earlier_pass: Option<u64>,
+    /// Records that stopped at their token limit.
+    #[serde(default)]
+    pub truncated: u64,
+    /// Records lacking each required field.
+    #[serde(default)]
+    pub missing: std::collections::BTreeMap<String, u64>,
+    /// Completion tokens per record: p50, p90, p99.
+    #[serde(default)]
+    pub token_quantiles: Option<[f64; 3]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -292,6 +312,11 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
     }
 }
 
+/// p50, p90 and p99 of a token histogram, once it has a count.
+pub fn quantiles(h: &crate::model::TokenHistogram) -> Option<[f64; 3]> {
+    Some([h.quantile(0.5)?, h.quantile(0.9)?, h.quantile(0.99)?])
+}
+
 fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> PartitionStatus {
     let log = v.log;
     let completed = v.completed();
@@ -333,6 +358,13 @@ fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> P
             invalid: o.invalid,
             tokens: o.tokens,
             last_write: v.last_write,
+            unique: o.distinct(),
+            duplicates: o.duplicates,
+            unique_error: o.unchecked,
+            earlier_pass: v.earlier_pass(),
+            truncated: o.truncated(),
+            missing: o.missing.clone(),
+            token_quantiles: quantiles(&o.token_histogram),
         }),
         log_output_gap: v.log_output_gap(),
         mismatch: v.log_output_mismatch(),

@@ -264,12 +264,45 @@ fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> Strin
             "  {:<name_width$}  {}{warn}\n",
             "",
             p.dim(&format!(
-                "outputs: {} records, {} errors, {} empty, {} invalid{gap}",
-                o.records, o.errors, o.empty, o.invalid
+                "outputs: {}, {} errors, {} empty, {} invalid, {} truncated{gap}",
+                records(o),
+                o.errors,
+                o.empty,
+                o.invalid,
+                o.truncated
             ))
         );
+        let mut dataset = Vec::new();
+        if let Some([p50, p90, p99]) = o.token_quantiles {
+            dataset.push(format!("tokens p50 {p50:.0} p90 {p90:.0} p99 {p99:.0}"));
+        }
+        if let Some(earlier) = o.earlier_pass {
+            dataset.push(format!("{earlier} written by an earlier pass"));
+        }
+        for (field, n) in o.missing.iter().filter(|(_, n)| **n > 0) {
+            dataset.push(format!("{n} lack {field}"));
+        }
+        if !dataset.is_empty() {
+            line += &format!("  {:<name_width$}  {}\n", "", p.dim(&dataset.join(", ")));
+        }
     }
     line
+}
+
+/// "1040 records: 800 distinct, 240 duplicates", or "800 records" when none repeats.
+fn records(o: &crate::status::OutputStatus) -> String {
+    let bound = if o.unique_error > 0 {
+        format!(" (at most; {} unchecked)", o.unique_error)
+    } else {
+        String::new()
+    };
+    if o.duplicates == 0 && o.unique_error == 0 {
+        return format!("{} records", o.records);
+    }
+    format!(
+        "{} records: {} distinct{bound}, {} duplicates",
+        o.records, o.unique, o.duplicates
+    )
 }
 
 #[cfg(test)]
@@ -299,12 +332,10 @@ mod tests {
             },
             outputs: Some(OutputStatus {
                 records: completed - 200,
-                bytes: 0,
-                errors: 0,
-                empty: 0,
-                invalid: 0,
-                tokens: 0,
-                last_write: None,
+                unique: completed - 240,
+                duplicates: 40,
+                token_quantiles: Some([310.0, 2100.0, 10240.0]),
+                ..OutputStatus::default()
             }),
             log_output_gap: Some(200),
             mismatch: true,
@@ -357,9 +388,11 @@ mod tests {
         assert!(text.contains("B1_glaive") && text.contains("[████████████████████] 100%"));
         assert!(text.contains("▶ B2_code") && text.contains(" 40%") && text.contains("400/1000"));
         assert!(
-            text.contains("outputs: 200 records")
-                && text.contains("⚠ the log and the output files disagree")
+            text.contains("outputs: 200 records: 160 distinct, 40 duplicates")
+                && text.contains("⚠ the log and the output files disagree"),
+            "{text}"
         );
+        assert!(text.contains("tokens p50 310 p90 2100 p99 10240"), "{text}");
         assert!(text.contains("FIRING  Stalled (B2_code): no progress for 15m"));
         assert!(text.contains("GPUs: not read"));
         assert!(
