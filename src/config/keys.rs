@@ -202,7 +202,7 @@ keys! {
     status_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     hostname: Option<String> = Key { default: DefaultValue::Derived("the machine's"), ..text("NAME", "the host name emails give, and the instance label of pushed alerts") },
     rules: BTreeMap<String, RawRule> = key(Kind::Tables("[rules.NAME]", None), "per rule settings"),
-    identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (16 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
+    identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (at most 14 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
     max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
     server_logs: Vec<PathBuf> = Key { flag: Flag::Repeat("server-log"), rule: "each file once, and not also a `[[logs]]` path", ..path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage") },

@@ -4,16 +4,24 @@ use crate::log_source::detect_now;
 use crate::parse::{ansi, Format, ServerLog};
 use std::path::{Path, PathBuf};
 
-/// Output files by name, as pipelines name them. Each is also the glob of its family, so a
+/// Output files by name, as pipelines name them (and the OpenAI Batch API's downloads, and
+/// what vLLM's `run_batch -o` is usually given). Each is also the glob of its family, so a
 /// partition folder that appears later is found by the same glob.
-const OUTPUT_NAMES: [&str; 5] = [
+const OUTPUT_NAMES: [&str; 6] = [
     "raw_responses.jsonl",
     "responses*.jsonl",
     "outputs*.jsonl",
     "results*.jsonl",
     "generations*.jsonl",
+    "batch_output*.jsonl",
 ];
-const INPUT_NAMES: [&str; 3] = ["prompts*.jsonl", "inputs*.jsonl", "questions*.jsonl"];
+const INPUT_NAMES: [&str; 5] = [
+    "prompts*.jsonl",
+    "inputs*.jsonl",
+    "questions*.jsonl",
+    "batch_input*.jsonl",
+    "requests*.jsonl",
+];
 /// How deep under the run folder output files are looked for (`DIR/prepared/B1/x.jsonl` is 3).
 const MAX_DEPTH: usize = 4;
 /// Entries looked at in all, so a run folder with millions of files costs a bounded scan.
@@ -145,6 +153,8 @@ mod tests {
             ("eval", "questions.jsonl"),
             ("prepared/B1", "notes.jsonl"),
             (".cache/x", "responses.jsonl"),
+            ("batches/b7", "batch_output.jsonl"),
+            ("batches/b7", "batch_input.jsonl"),
         ] {
             std::fs::create_dir_all(d.join(folder)).unwrap();
             std::fs::write(d.join(folder).join(name), "{}\n").unwrap();
@@ -156,13 +166,18 @@ mod tests {
             outputs,
             vec![
                 at("*/results*.jsonl"),
+                at("batches/*/batch_output*.jsonl"),
                 at("outputs*.jsonl"),
                 at("prepared/*/raw_responses.jsonl"),
             ]
         );
         assert_eq!(
             inputs,
-            vec![at("*/questions*.jsonl"), at("prepared/*/prompts*.jsonl")]
+            vec![
+                at("*/questions*.jsonl"),
+                at("batches/*/batch_input*.jsonl"),
+                at("prepared/*/prompts*.jsonl")
+            ]
         );
     }
 

@@ -19,7 +19,7 @@ pub struct Facts {
     /// Every text field present is empty and there is no error.
     pub empty: bool,
     /// A hash of the record's id, else of its prompt; `None` when it has neither.
-    pub identity: Option<u128>,
+    pub identity: Option<u64>,
     /// Bit i: the output's i-th required field is missing or empty.
     pub missing: u32,
 }

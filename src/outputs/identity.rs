@@ -1,18 +1,15 @@
 //! Which records repeat an earlier one of their partition: the ids each output file holds.
 //!
-//! A record's identity is a 128-bit hash of its id (or of its prompt, without one). Each
+//! A record's identity is a 64-bit hash of its id (or of its prompt, without one): among 5
+//! million distinct ids, the chance that two share a hash is under one in a million. Each
 //! file keeps its own set, so that a file truncated and written again forgets its ids; a
-//! record is a duplicate when any file of its partition holds its id. A set is sorted
-//! hashes, 16 bytes each, plus a staging set of up to 1/32 of that (a sorted insert per record
-//! would move the whole set). Past the node's cap, ids are no longer remembered: a record
+//! record is a duplicate when any file of its partition holds its id. A set is a hash table
+//! of at most 14 bytes per id. Past the node's cap, ids are no longer remembered: a record
 //! whose id is not known counts as distinct, unchecked, and the distinct count is at most the
-//! unchecked records too high (docs/formats.md#identity).
+//! unchecked records too high (docs/formats.md#identity-duplicates-and-passes).
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Staging sets are folded into the sorted set at this size, or at 1/32 of it if larger.
-const STAGING: usize = 4096;
+/// The smallest table: a file of a few records costs 8 KiB.
+const SMALLEST: usize = 1024;
 
 /// What a record's id was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +65,7 @@ impl Identities {
     }
 
     /// Checks a record's id, and remembers it for its file when it is new.
-    pub fn check(&mut self, slot: Slot, id: u128) -> Seen {
+    pub fn check(&mut self, slot: Slot, id: u64) -> Seen {
         let files = &mut self.partitions[slot.partition].1;
         if files.iter().any(|set| set.contains(id)) {
             return Seen::Duplicate;
@@ -93,60 +90,63 @@ impl Identities {
     }
 }
 
-/// One file's ids: sorted, and the ones since the last fold.
+/// One file's ids: an open-addressing table of the 64-bit hashes, probed linearly from the
+/// slot the hash maps to. It grows by half when 85% full, so it is at least 57% full after
+/// growing: at most 14 bytes per id. 0 marks an empty slot (a hash of 0 is stored as 1).
 #[derive(Debug, Default)]
 struct IdSet {
-    sorted: Vec<u128>,
-    staging: HashSet<u128, BuildHasherDefault<Low64>>,
+    slots: Vec<u64>,
+    len: usize,
 }
 
 impl IdSet {
-    fn contains(&self, id: u128) -> bool {
-        self.staging.contains(&id) || self.sorted.binary_search(&id).is_ok()
+    fn slot(&self, id: u64) -> usize {
+        // The hash's high bits, scaled to the table: no power-of-two size needed.
+        ((u128::from(id) * self.slots.len() as u128) >> 64) as usize
     }
 
-    fn insert(&mut self, id: u128) {
-        self.staging.insert(id);
-        if self.staging.len() >= STAGING.max(self.sorted.len() / 32) {
-            let mut merged = Vec::with_capacity(self.sorted.len() + self.staging.len());
-            let mut staged: Vec<u128> = self.staging.drain().collect();
-            staged.sort_unstable();
-            let (mut a, mut b) = (self.sorted.iter().peekable(), staged.iter().peekable());
-            while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
-                if x < y {
-                    merged.push(*a.next().expect("peeked"));
-                } else {
-                    merged.push(*b.next().expect("peeked"));
-                }
+    fn contains(&self, id: u64) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let id = id.max(1);
+        let mut i = self.slot(id);
+        loop {
+            match self.slots[i] {
+                0 => return false,
+                s if s == id => return true,
+                _ => i = if i + 1 == self.slots.len() { 0 } else { i + 1 },
             }
-            merged.extend(a);
-            merged.extend(b);
-            self.sorted = merged;
+        }
+    }
+
+    /// Inserts an id not yet held.
+    fn insert(&mut self, id: u64) {
+        if (self.len + 1) * 100 > self.slots.len() * 85 {
+            self.grow();
+        }
+        self.place(id.max(1));
+        self.len += 1;
+    }
+
+    fn place(&mut self, id: u64) {
+        let mut i = self.slot(id);
+        while self.slots[i] != 0 {
+            i = if i + 1 == self.slots.len() { 0 } else { i + 1 };
+        }
+        self.slots[i] = id;
+    }
+
+    fn grow(&mut self) {
+        let size = (self.slots.len() + self.slots.len() / 2).max(SMALLEST);
+        let old = std::mem::replace(&mut self.slots, vec![0; size]);
+        for id in old.into_iter().filter(|id| *id != 0) {
+            self.place(id);
         }
     }
 
     fn len(&self) -> usize {
-        self.sorted.len() + self.staging.len()
-    }
-}
-
-/// The ids are hashes already: their low 64 bits are the hash.
-#[derive(Default)]
-struct Low64(u64);
-
-impl Hasher for Low64 {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    fn write_u128(&mut self, id: u128) {
-        self.0 = id as u64;
+        self.len
     }
 }
 
@@ -188,18 +188,25 @@ mod tests {
     }
 
     #[test]
-    fn folding_keeps_every_id() {
+    fn growing_keeps_every_id_within_14_bytes_each() {
         let mut next = crate::testing::numbers(7);
         let mut set = IdSet::default();
         let mut all = Vec::new();
         for _ in 0..20_000 {
-            let id = (next(usize::MAX) as u128) << 64 | next(usize::MAX) as u128;
+            let id = (next(usize::MAX) as u64) << 32 | next(usize::MAX) as u64;
+            if !set.contains(id) {
+                set.insert(id);
+                all.push(id);
+            }
+        }
+        // The lowest and highest hashes land at the table's two ends.
+        for id in [2, u64::MAX] {
             set.insert(id);
             all.push(id);
         }
-        assert_eq!(set.len(), 20_000);
-        assert!(set.sorted.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(set.len(), all.len());
         assert!(all.iter().all(|id| set.contains(*id)));
         assert!(!set.contains(12345));
+        assert!(set.slots.len() * 8 <= all.len() * 14, "{} slots", set.slots.len());
     }
 }

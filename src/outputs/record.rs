@@ -135,7 +135,7 @@ impl Inspector {
             return Some(text.trim_matches('"').chars().take(80).collect());
         }
         self.identity(&found)
-            .map(|h| format!("prompt {:016x}", (h >> 64) as u64))
+            .map(|h| format!("prompt {h:016x}"))
     }
 
     fn id_raw<'a>(&self, found: &[Option<Found<'a>>]) -> Option<&'a [u8]> {
@@ -152,7 +152,7 @@ impl Inspector {
             })
     }
 
-    fn identity(&self, found: &[Option<Found<'_>>]) -> Option<u128> {
+    fn identity(&self, found: &[Option<Found<'_>>]) -> Option<u64> {
         if let Some(raw) = self.id_raw(found) {
             return Some(hash(b'i', raw));
         }
@@ -171,18 +171,14 @@ fn is_blank_id(raw: &[u8]) -> bool {
     matches!(raw, b"null" | b"\"\"" | b"[]" | b"{}")
 }
 
-/// 128 bits of SipHash over `bytes`, tagged by what they are. Never written to disk: a
-/// restarted sidecar reads the files again, so the hash need not be stable across builds.
-fn hash(tag: u8, bytes: &[u8]) -> u128 {
+/// SipHash over `bytes`, tagged by what they are. Never written to disk: a restarted
+/// sidecar reads the files again, so the hash need not be stable across builds.
+fn hash(tag: u8, bytes: &[u8]) -> u64 {
     use std::hash::{DefaultHasher, Hasher};
-    let half = |salt: u8| {
-        let mut h = DefaultHasher::new();
-        h.write_u8(salt);
-        h.write_u8(tag);
-        h.write(bytes);
-        h.finish()
-    };
-    (u128::from(half(0)) << 64) | u128::from(half(1))
+    let mut h = DefaultHasher::new();
+    h.write_u8(tag);
+    h.write(bytes);
+    h.finish()
 }
 
 /// A required field is there when it holds something: not null, not an empty string or
