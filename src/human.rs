@@ -31,9 +31,26 @@ pub fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
+/// A Unix time to the minute, in UTC: "2026-12-02 14:20Z".
+pub fn utc_minute(t: f64) -> String {
+    let Some(at) =
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs_f64(t.max(0.0)))
+    else {
+        return "?".to_owned();
+    };
+    let stamp = humantime::format_rfc3339_seconds(at).to_string();
+    // "2026-12-02T14:20:05Z" → "2026-12-02 14:20Z".
+    format!("{} {}Z", &stamp[..10], &stamp[11..16])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_minutes() {
+        assert_eq!(utc_minute(1_796_220_000.0), "2026-12-02 14:00Z");
+    }
 
     #[test]
     fn human_durations() {

@@ -71,13 +71,11 @@ fn exported(exposition: &str) -> BTreeMap<String, Family> {
                 "info" => format!("{name}_info"),
                 _ => name.to_owned(),
             };
-            families.insert(
-                name.clone(),
-                Family {
-                    kind: kind.to_owned(),
-                    labels: BTreeSet::new(),
-                },
-            );
+            // Several expositions may be read as one: a family seen again keeps its labels.
+            families.entry(name.clone()).or_insert(Family {
+                kind: kind.to_owned(),
+                labels: BTreeSet::new(),
+            });
             current = Some(name);
         } else if let Some((_, labels, _)) = exposition::samples(line).next() {
             let name = current.as_ref().expect("a sample after its # TYPE line");
@@ -122,8 +120,9 @@ fn testdata(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The demo's exposition once its stall has been emailed: discovery, the logs, the outputs,
-/// simulated GPUs, the simulated SGLang server and the alert engine all at work.
+/// The demo's exposition once its stall has been emailed (discovery, the logs, the outputs,
+/// simulated GPUs, the simulated SGLang server and the alert engine all at work), and a later
+/// one with the ETA's band.
 fn demo_exposition(dir: &Path) -> String {
     let demo = Demo::start(&dir.join("demo"), "10", "3m");
     let mut last = String::new();
@@ -137,7 +136,13 @@ fn demo_exposition(dir: &Path) -> String {
         Metrics(last.clone()).get("pulse_notifications_total", sent) >= Some(1.0)
             && last.contains("pulse_alert_firing{")
     });
-    last
+    // The ETA's band needs two windows of the run's history with progress: later in the run.
+    let mut later = String::new();
+    wait_until("the demo's ETA band", Duration::from_secs(120), || {
+        later = common::http_get(demo.addr, "GET", "/metrics", Some(OPENMETRICS)).body;
+        later.contains("pulse_run_eta_upper_seconds ")
+    });
+    last + &later
 }
 
 /// A sidecar behind basic auth, with a heartbeat, GPU processes, a vLLM `/metrics` and an

@@ -138,7 +138,10 @@ fn the_demos_rerun_partition_counts_each_prompt_once() {
     let mut m = Metrics(String::new());
     wait_until("the demo's run to finish", Duration::from_secs(150), || {
         m = Metrics(http_get(demo.addr, "GET", "/metrics", None).body);
+        // The log and the files are read by two threads: the last record may come after the
+        // line that says the run is complete.
         m.get("pulse_run_finished", "") == Some(1.0)
+            && m.partition("pulse_output_records_total", "B3_longform") == Some(1040.0)
     });
     let b3 = |name: &str| m.partition(name, "B3_longform");
     assert_eq!(

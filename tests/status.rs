@@ -116,7 +116,8 @@ fn terminal_view_from_the_files_shows_the_stall_and_the_disagreement() {
     );
     assert!(out.contains("-/500"), "B3 planned from its prompts: {out}");
     // The columns after the bar: errors, req/s, tok/s, ETA, stalled-for. A one-shot read has
-    // no rate window, so no tok/s; B2's logged ETA ran out an hour ago, so it is unknown.
+    // no rate window, so no tok/s; B2's logged ETA ran out an hour ago, so it is unknown. B1
+    // is finished: it does nothing now, whatever its last line said.
     let columns = |row: &str| -> Vec<String> {
         let line = out
             .lines()
@@ -128,7 +129,7 @@ fn terminal_view_from_the_files_shows_the_stall_and_the_disagreement() {
             .map(|w| w.to_string())
             .collect()
     };
-    assert_eq!(columns("B1 "), ["0", "2.0", "-", "0s", "-"], "{out}");
+    assert_eq!(columns("B1 "), ["0", "0.0", "0", "0s", "-"], "{out}");
     assert_eq!(columns("B2 "), ["3", "1.0", "-", "-", "1h00m"], "{out}");
     assert!(
         !out.contains('\x1b'),

@@ -283,6 +283,9 @@ fn text(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
     }
     let t = tables(status, now);
     let _ = writeln!(s, "Progress\n{}", text_table(&t.progress));
+    if !status.run.outlook.is_empty() {
+        let _ = writeln!(s, "Run: {}\n", status.run.outlook);
+    }
     if t.outputs.len() > 1 {
         let _ = writeln!(s, "Output files\n{}", text_table(&t.outputs));
     }
@@ -366,6 +369,9 @@ fn html(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
     }
     let t = tables(status, now);
     let _ = write!(s, "<h3>Progress</h3>{}", html_table(&t.progress));
+    if !status.run.outlook.is_empty() {
+        let _ = write!(s, "<p>Run: {}</p>", esc(&status.run.outlook));
+    }
     if t.outputs.len() > 1 {
         let _ = write!(s, "<h3>Output files</h3>{}", html_table(&t.outputs));
     }

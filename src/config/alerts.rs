@@ -20,6 +20,10 @@ pub struct RawRule {
     pub threshold: Option<Threshold>,
     #[serde(rename = "for")]
     pub for_: Option<String>,
+    /// ThroughputDrop: the recent average's window.
+    pub window: Option<String>,
+    /// ThroughputDrop: the history it needs.
+    pub history: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -49,6 +53,21 @@ impl RawConfig {
             }
             if let Some(threshold) = &raw.threshold {
                 rule.threshold = threshold_value(alert, threshold, &key("threshold"))?;
+            }
+            for (name, value, seconds) in [
+                ("window", &raw.window, &mut rule.window_seconds),
+                ("history", &raw.history, &mut rule.history_seconds),
+            ] {
+                let Some(text) = value else { continue };
+                if alert != AlertName::ThroughputDrop {
+                    return Err(ConfigError::invalid(
+                        key(name),
+                        format!("only ThroughputDrop takes {name}"),
+                    ));
+                }
+                *seconds = keys::field("rules", name)
+                    .duration_as(&key(name), Some(text))?
+                    .as_secs_f64();
             }
             if let Some(text) = &raw.for_ {
                 rule.for_seconds = keys::field("rules", "for")
@@ -212,6 +231,7 @@ pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
         | AlertName::ServerDown
         | AlertName::PartitionFinished
         | AlertName::DuplicateRecords
+        | AlertName::RunLate
         | AlertName::RunFinished => {
             ThresholdKind::None("this rule has no threshold; it takes `for` and `enabled`")
         }

@@ -20,6 +20,8 @@ pub enum Kind {
     Duration(Span),
     /// A whole number from `min` to `max`, of `unit`.
     Count(usize, usize, &'static str),
+    /// A number, of what the text says (`PRICE`).
+    Decimal(&'static str),
     Bool,
     /// A file or folder; the text is the flag's value name (`FILE`, `DIR`).
     Path(&'static str),
@@ -167,7 +169,7 @@ keys! {
     health_without_auth: Option<bool> = Key { default: DefaultValue::Value("false"), needs: Some("web_config_file"), ..key(Kind::Bool, "serve /-/healthy without basic auth, for probes that have no password (a required client certificate is still required)") },
     state_dir: Option<PathBuf> = Key { flag: Flag::Value("state-dir"), ..path("DIR", "directory for the snapshot kept across restarts (created if missing)") },
     snapshot_interval: Option<String> = Key { flag: Flag::Value("snapshot-interval"), ..duration("5s", 100, HOUR, "how often the state directory's snapshot is rewritten") },
-    history_resolution: Option<String> = duration("30s", 1000, HOUR, "one history point per series per this long"),
+    history_resolution: Option<String> = Key { flag: Flag::Value("history-resolution"), ..duration("30s", 1000, HOUR, "one history point per series per this long; the ETA's band is read from 20 of them") },
     history_span: Option<String> = Key { rule: "at most 100000 points per series", ..duration("48h", MINUTE, 30 * DAY, "how far back the history reaches") },
     gpu: Option<GpuMode> = Key { flag: Flag::Value("gpu"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "on", "off", "simulated"]), "how to read the GPUs: NVML if present, NVML or fail, not at all, or eight made-up GPUs (demos and tests)") },
     gpu_interval: Option<String> = Key { flag: Flag::Value("gpu-interval"), ..duration("5s", 100, HOUR, "how often the GPUs are sampled") },
@@ -202,6 +204,10 @@ keys! {
     status_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     hostname: Option<String> = Key { default: DefaultValue::Derived("the machine's"), ..text("NAME", "the host name emails give, and the instance label of pushed alerts") },
     rules: BTreeMap<String, RawRule> = key(Kind::Tables("[rules.NAME]", None), "per rule settings"),
+    deadline: Option<String> = Key { flag: Flag::Value("deadline"), rule: "after the run's start", ..text("TIME", "when the run must be done: an RFC 3339 time (2026-12-03T09:00:00Z) or a duration from the run's start (36h); RunLate warns when the ETA's upper bound passes it") },
+    budget_records: Option<u64> = Key { flag: Flag::Value("budget-records"), rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records the run stops at (a dataset size cap): progress and ETA aim at the lesser of this and the plan") },
+    budget_tokens: Option<u64> = Key { flag: Flag::Value("budget-tokens"), rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "tokens"), "the completion tokens the run stops at: progress and ETA aim at whichever of the budgets and the plan comes first") },
+    gpu_hour_price: Option<f64> = Key { flag: Flag::Value("gpu-hour-price"), rule: "0 or more", ..key(Kind::Decimal("PRICE"), "the price of one GPU-hour, in any currency: the run's cost so far and projected, in the status, the page and every email") },
     identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (at most 14 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
     max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
@@ -237,6 +243,8 @@ fields! {
     ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
     ["rules", "enabled"] = Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
     ["rules", "threshold"] = Key { default: RULES_TABLE, ..text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)") },
+    ["rules", "window"] = Key { default: DefaultValue::Value("15m"), rule: "ThroughputDrop only", ..duration("15m", MINUTE, DAY, "the recent tok/s ThroughputDrop compares with the run's median is averaged over this long") },
+    ["rules", "history"] = Key { default: DefaultValue::Value("30m"), rule: "ThroughputDrop only", ..duration("30m", MINUTE, 7 * DAY, "the history ThroughputDrop needs before it judges") },
     ["rules", "for"] = Key { default: RULES_TABLE, ..duration("0s", 0, 30 * DAY, "how long the condition must hold before the alert fires") },
 }
 
@@ -311,6 +319,13 @@ impl Key {
                 .map_err(|_| {
                     ConfigError::invalid(self.path(), format!("{text:?} is not a whole number"))
                 }),
+            Kind::Decimal(_) => text
+                .trim()
+                .parse::<f64>()
+                .map(toml::Value::Float)
+                .map_err(|_| {
+                    ConfigError::invalid(self.path(), format!("{text:?} is not a number"))
+                }),
             Kind::Bool => Ok(toml::Value::Boolean(true)),
             _ => Ok(toml::Value::String(text.to_owned())),
         }
@@ -345,6 +360,7 @@ impl Key {
         let value_name = match self.kind {
             Kind::Duration(_) => "DURATION",
             Kind::Count(..) => "N",
+            Kind::Decimal(name) => name,
             Kind::Choice(_) => "VALUE",
             Kind::Path(name) | Kind::Text(name) => name,
             Kind::Tables(..) => match self.name {

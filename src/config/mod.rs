@@ -137,6 +137,8 @@ pub struct Config {
     pub max_record_bytes: usize,
     /// Distinct record ids remembered on this node, over every partition.
     pub identity_cap: usize,
+    /// The deadline, budgets and price the run is held to.
+    pub plan: crate::model::Plan,
     pub logs: Vec<LogConfig>,
     pub outputs: Vec<OutputConfig>,
     pub inputs: Vec<String>,
@@ -280,6 +282,7 @@ impl RawConfig {
             snapshot_interval,
             max_record_bytes,
             identity_cap: key::identity_cap.count(self.identity_cap)?,
+            plan: self.plan()?,
             logs,
             outputs,
             inputs: self.inputs.clone(),
@@ -294,6 +297,48 @@ impl RawConfig {
             discover_interval,
             discovered: None,
             source: self.clone(),
+        })
+    }
+
+    fn plan(&self) -> Result<crate::model::Plan, ConfigError> {
+        use crate::model::Deadline;
+        let deadline = match self.deadline.as_deref().map(str::trim) {
+            None => None,
+            Some(text) => Some(match humantime::parse_rfc3339_weak(text) {
+                Ok(at) => Deadline::At(crate::clock::unix_seconds(at)),
+                Err(_) => match humantime::parse_duration(text) {
+                    Ok(d) if d.as_secs() >= 60 => Deadline::AfterStart(d.as_secs_f64()),
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            "deadline",
+                            format!("{text:?} is neither a time like 2026-12-03T09:00:00Z nor a duration from the run's start of a minute or more, like 36h"),
+                        ))
+                    }
+                },
+            }),
+        };
+        for (name, budget) in [
+            ("budget_records", self.budget_records),
+            ("budget_tokens", self.budget_tokens),
+        ] {
+            if budget == Some(0) {
+                return Err(ConfigError::invalid(name, "must be 1 or more"));
+            }
+        }
+        if let Some(price) = self
+            .gpu_hour_price
+            .filter(|p| !(p.is_finite() && *p >= 0.0))
+        {
+            return Err(ConfigError::invalid(
+                "gpu_hour_price",
+                format!("{price} is not a price: 0 or more"),
+            ));
+        }
+        Ok(crate::model::Plan {
+            deadline,
+            budget_records: self.budget_records,
+            budget_tokens: self.budget_tokens,
+            gpu_hour_price: self.gpu_hour_price,
         })
     }
 
@@ -608,10 +653,14 @@ impl Config {
                     alerts::ThresholdKind::None(_) => None,
                     _ => Some(Threshold::Number(rule.threshold)),
                 };
+                let throughput = *alert == crate::rules::AlertName::ThroughputDrop;
+                let seconds = |s: f64| d(Duration::from_secs_f64(s)).filter(|_| throughput);
                 let raw_rule = RawRule {
                     enabled: Some(rule.enabled),
                     threshold,
                     for_: d(Duration::from_secs_f64(rule.for_seconds)),
+                    window: seconds(rule.window_seconds),
+                    history: seconds(rule.history_seconds),
                 };
                 (alert.to_string(), raw_rule)
             })

@@ -127,6 +127,13 @@ impl Layout {
             // late does not eat into the margin between the stall and its threshold.
             poll_interval: Some(scaled(STEP_SECONDS / 2.0, 0.05)),
             alert_interval: Some(scaled(1.0, 0.05)),
+            // The run's deadline, which it meets with room to spare, and a price for its GPUs,
+            // so the page shows the ETA's band against the one and the cost of the other. The
+            // history is as fine as the clock allows, for the band to show within minutes.
+            deadline: Some(scaled(DEADLINE_SECONDS, 60.0)),
+            gpu_hour_price: Some(2.5),
+            history_resolution: Some(scaled(5.0, 1.0)),
+            history_span: Some(scaled(48.0 * 3600.0, 3600.0)),
             probe_interval: Some(scaled(1.0, 0.1)),
             rules: [(
                 "RunFinished".to_owned(),
@@ -141,6 +148,9 @@ impl Layout {
         crate::discover::configure(raw)
     }
 }
+
+/// The demo run's deadline from its start, at speed 1 (the run takes about 25 minutes).
+const DEADLINE_SECONDS: f64 = 3600.0;
 
 /// Runs the simulated pipeline until it finishes or `stop` is set. Sleeps in real time, scaled
 /// by `speed`: this is the product's simulation, not a test.

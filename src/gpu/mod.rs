@@ -123,7 +123,7 @@ impl GpuSource {
                     .map(|s| s.pid);
                 let driver = run.process.as_ref().and_then(|p| p.pid);
                 attribute(&mut reading, server, driver);
-                run.gpus = Some(reading);
+                run.take_gpus(reading);
                 run.set_collector("gpu", true, elapsed);
                 if self.problem.take().is_some() {
                     tracing::info!("reading the GPUs again");

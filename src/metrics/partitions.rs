@@ -1,7 +1,7 @@
 //! Per-partition, pipeline and whole-run families: what the log and the output files say.
 
 use super::{family, info};
-use crate::model::{PartitionView, Run, RunTotals, Seconds, TokenHistogram};
+use crate::model::{PartitionView, Run, Seconds, TokenHistogram};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -20,7 +20,7 @@ const GAUGES: &[(&str, &str, Gauge)] = &[
         let planned = v.planned().filter(|p| *p > 0)? as f64;
         Some((v.completed()? as f64 / planned).min(1.0))
     }),
-    ("pulse_partition_requests_per_second", "Request rate as the pipeline reported it.", |v, _| v.log?.requests_per_second),
+    ("pulse_partition_requests_per_second", "Request rate as the pipeline reported it; 0 once the partition is finished.", |v, _| if v.finished() { Some(0.0) } else { v.log?.requests_per_second }),
     ("pulse_partition_completion_tokens_avg", "Average completion tokens per request as reported.", |v, _| v.log?.avg_completion_tokens),
     ("pulse_partition_completion_tokens_per_second", "Completion tokens per second over the recent window (from output token counts when available, else from the log).", |v, now| v.completion_tokens_per_second(now)),
     ("pulse_partition_eta_seconds", "Remaining time from the recent rate, else from the logged ETA.", |v, now| v.log?.eta_seconds(now)),
@@ -167,26 +167,38 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
         "1 once the run is finished (every partition reached its plan, or the driver's log said the run is complete), whether or not its driver still runs.",
         if run.finished(&views) { 1.0 } else { 0.0 },
     )?;
-    let totals = RunTotals::of(&views, now);
+    let p = run.projection(now);
     super::gauge(
         enc,
         "pulse_run_requests_completed",
-        "Completed requests over all partitions.",
-        totals.completed as f64,
+        "Completed requests over all partitions: distinct records where the outputs are followed.",
+        p.completed as f64,
     )?;
     super::gauge(
         enc,
         "pulse_run_requests_planned",
         "Planned requests over all partitions.",
-        totals.planned as f64,
+        p.planned as f64,
     )?;
-    if let Some(eta) = totals.eta_seconds {
-        super::gauge(
-            enc,
-            "pulse_run_eta_seconds",
-            "Remaining time for the whole run at the current rate.",
-            eta,
-        )?;
+    let optional = [
+        ("pulse_run_eta_seconds", "Remaining time for the whole run at the current rate (to its plan, or a budget before it).", p.eta_seconds),
+        ("pulse_run_eta_lower_seconds", "The ETA at the fastest of the recent rates (the band's lower bound).", p.eta_band.map(|b| b.0)),
+        ("pulse_run_eta_upper_seconds", "The ETA at the slowest of the recent rates (the band's upper bound): RunLate compares it with the deadline.", p.eta_band.map(|b| b.1)),
+        ("pulse_run_deadline_timestamp_seconds", "When the run must be done (the deadline key).", p.deadline),
+        ("pulse_run_gpu_hours_projected", "GPU-hours at the projected end: so far, and the GPUs held now until the ETA.", p.gpu_hours_projected),
+        ("pulse_run_cost", "The run's cost so far: GPU-hours times gpu_hour_price.", p.cost),
+        ("pulse_run_cost_projected", "The run's cost at the projected end.", p.cost_projected),
+    ];
+    super::gauge(
+        enc,
+        "pulse_run_gpu_hours",
+        "GPU-hours the run has held while a partition was being processed.",
+        p.gpu_hours,
+    )?;
+    for (name, help, value) in optional {
+        if let Some(value) = value {
+            super::gauge(enc, name, help, value)?;
+        }
     }
     Ok(())
 }

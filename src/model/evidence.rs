@@ -124,7 +124,9 @@ impl Run {
     /// uploading, a notebook kernel): every partition it knows reached its plan, or its log
     /// says the run is complete. A partition that begins after makes it unfinished again.
     pub fn finished(&self, views: &[PartitionView<'_>]) -> bool {
-        Run::complete(views) || (self.complete_said && !self.any_active())
+        Run::complete(views)
+            || (self.complete_said && !self.any_active())
+            || self.budget_reached(views)
     }
 
     /// Whether every partition reached its plan (or the log says it did).

@@ -11,6 +11,7 @@ pub mod history;
 mod node;
 mod outputs;
 mod partition;
+mod plan;
 mod recent;
 mod records;
 mod server_log;
@@ -24,6 +25,7 @@ pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
 };
 pub use partition::Partition;
+pub use plan::{Deadline, Plan, Projection, BAND_WINDOWS, BAND_WINDOW_POINTS};
 pub use recent::RecentLines;
 pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_RECORDS, TRUNCATED};
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
@@ -148,6 +150,12 @@ pub struct Run {
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
     pub discovered: Option<Discovered>,
+    /// The deadline, budgets and price the run is held to (from the configuration).
+    #[serde(skip)]
+    pub plan: Plan,
+    /// GPU time the run has held while a partition was being processed.
+    #[serde(default)]
+    pub gpu_seconds: f64,
 }
 
 /// One alert instance, for `pulse_alert_firing`.

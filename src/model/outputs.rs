@@ -259,6 +259,11 @@ impl PartitionView<'_> {
     /// Completion tokens per second: from the records' token counts when they have any, else
     /// from the log's averages.
     pub fn completion_tokens_per_second(&self, now: Seconds) -> Option<f64> {
+        // What is generated now: a finished partition generates nothing, whatever its
+        // trailing window says.
+        if self.finished() {
+            return Some(0.0);
+        }
         let from_outputs = self
             .output_tokens
             .filter(|_| self.outputs.as_ref().is_some_and(|o| o.tokens > 0))
@@ -266,6 +271,15 @@ impl PartitionView<'_> {
         from_outputs
             .map(|r| r.max(0.0))
             .or_else(|| self.log.and_then(|p| p.completion_tokens_per_second(now)))
+    }
+
+    /// Done: it reached its plan, or the driver moved past it (its log shows it no longer
+    /// active after it reported progress).
+    pub fn finished(&self) -> bool {
+        self.reached_plan()
+            || self
+                .log
+                .is_some_and(|p| !p.active && p.last_progress_at.is_some())
     }
 
     /// Whether the progress reached a known, non-zero plan.

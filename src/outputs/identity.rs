@@ -207,6 +207,10 @@ mod tests {
         assert_eq!(set.len(), all.len());
         assert!(all.iter().all(|id| set.contains(*id)));
         assert!(!set.contains(12345));
-        assert!(set.slots.len() * 8 <= all.len() * 14, "{} slots", set.slots.len());
+        assert!(
+            set.slots.len() * 8 <= all.len() * 14,
+            "{} slots",
+            set.slots.len()
+        );
     }
 }

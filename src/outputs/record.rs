@@ -134,8 +134,7 @@ impl Inspector {
             let text = String::from_utf8_lossy(raw);
             return Some(text.trim_matches('"').chars().take(80).collect());
         }
-        self.identity(&found)
-            .map(|h| format!("prompt {h:016x}"))
+        self.identity(&found).map(|h| format!("prompt {h:016x}"))
     }
 
     fn id_raw<'a>(&self, found: &[Option<Found<'a>>]) -> Option<&'a [u8]> {

@@ -22,12 +22,13 @@ pub enum AlertName {
     TruncationHigh,
     MissingFields,
     DuplicateRecords,
+    RunLate,
     PartitionFinished,
     RunFinished,
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 18] = [
+    pub const ALL: [AlertName; 19] = [
         AlertName::Stalled,
         AlertName::LogSilent,
         AlertName::ServerHung,
@@ -44,6 +45,7 @@ impl AlertName {
         AlertName::TruncationHigh,
         AlertName::MissingFields,
         AlertName::DuplicateRecords,
+        AlertName::RunLate,
         AlertName::PartitionFinished,
         AlertName::RunFinished,
     ];
@@ -66,6 +68,7 @@ impl AlertName {
             AlertName::TruncationHigh => "TruncationHigh",
             AlertName::MissingFields => "MissingFields",
             AlertName::DuplicateRecords => "DuplicateRecords",
+            AlertName::RunLate => "RunLate",
             AlertName::PartitionFinished => "PartitionFinished",
             AlertName::RunFinished => "RunFinished",
         }

@@ -43,6 +43,7 @@ pub const TABLE: &[Rule] = &[
     rule(AlertName::TruncationHigh, 0.2, 60.0, truncation_high),
     rule(AlertName::MissingFields, 0.02, 60.0, missing_fields),
     rule(AlertName::DuplicateRecords, 0.0, 0.0, duplicate_records),
+    rule(AlertName::RunLate, 0.0, 900.0, run_late),
     rule(AlertName::PartitionFinished, 0.0, 0.0, partition_finished),
     rule(AlertName::ThroughputDrop, 0.5, 0.0, throughput_drop),
     rule(AlertName::RunFinished, 0.0, 300.0, run_finished_notice),
@@ -89,6 +90,10 @@ fn condition(
 
 fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, now, stall_after) = (j.run, j.now, rule.threshold);
+    // A run stopped at its budget is done, though its log never finished a partition.
+    if run.budget_reached(&j.views) {
+        return Vec::new();
+    }
     let mut out: Vec<Condition> = j
         .views
         .iter()
@@ -305,6 +310,9 @@ fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (Some(gpus), threshold) = (&j.run.gpus, rule.threshold) else {
         return Vec::new();
     };
+    if j.run.budget_reached(&j.views) {
+        return Vec::new();
+    }
     // A lost GPU's figures are its last ones, and a stale reading's are old: neither says
     // the GPUs are idle now.
     let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.failing).collect();
@@ -484,6 +492,49 @@ fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
+fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let p = j.run.projection(j.now);
+    let (Some(deadline), Some(eta)) = (p.deadline, p.eta_seconds) else {
+        return Vec::new();
+    };
+    let slow_end = p.eta_band.map_or(eta, |b| b.1);
+    let late = j.now + slow_end - deadline;
+    if late <= 0.0 || run_finished(j.run, &j.views) {
+        return Vec::new();
+    }
+    let left = (deadline - j.now).max(1.0);
+    let remaining = p.target.saturating_sub(p.completed) as f64;
+    let rate = p.rate.unwrap_or(0.0);
+    // Tokens per record so far, to say the rate needed in the server's own unit.
+    let tokens: u64 = j
+        .views
+        .iter()
+        .filter_map(|v| v.outputs.as_ref().map(|o| o.tokens))
+        .sum();
+    let per_record = (p.completed > 0 && tokens > 0).then(|| tokens as f64 / p.completed as f64);
+    let needed_tps = per_record.map_or(String::new(), |t| {
+        format!(" ({:.0} tok/s)", remaining / left * t)
+    });
+    vec![condition(
+        AlertName::RunLate,
+        None,
+        format!(
+            "ends about {} at the current rate, {} past the deadline {}",
+            crate::human::utc_minute(j.now + eta),
+            human(late),
+            crate::human::utc_minute(deadline)
+        ),
+        format!(
+            "At the slowest of the last hour's rates the run ends {} ({} late); at the current {rate:.2} req/s, {}. {remaining:.0} requests are left and {} until the deadline: it needs {:.2} req/s{needed_tps}.",
+            crate::human::utc_minute(j.now + slow_end),
+            human(late),
+            crate::human::utc_minute(j.now + eta),
+            human(left),
+            remaining / left
+        ),
+    )]
+}
+
 fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let ratio = rule.threshold;
     j.views
@@ -531,7 +582,10 @@ fn partition_finished(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 
 fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let fraction = rule.threshold;
-    let Some((recent, median)) = j.history.throughput(j.now) else {
+    let Some((recent, median)) =
+        j.history
+            .throughput(j.now, rule.window_seconds, rule.history_seconds)
+    else {
         return Vec::new();
     };
     if !(median > 0.0 && recent < fraction * median) {
@@ -541,7 +595,8 @@ fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         AlertName::ThroughputDrop,
         None,
         format!(
-            "{recent:.0} tok/s over 15m, under {:.0}% of the run's median {median:.0} tok/s",
+            "{recent:.0} tok/s over {}, under {:.0}% of the run's median {median:.0} tok/s",
+            human(rule.window_seconds),
             fraction * 100.0
         ),
         "Throughput has collapsed: check the server's queue and the GPUs.".into(),
@@ -561,7 +616,7 @@ fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
             "{}\nWall time {}; GPU time {:.1} GPU-hours.",
             details.join("\n"),
             human(run_wall_time(j.run).unwrap_or(0.0)),
-            j.history.gpu_seconds / 3600.0
+            j.run.gpu_seconds / 3600.0
         ),
     )]
 }
@@ -577,8 +632,10 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
     (n >= MIN_SAMPLE).then(|| (errors as f64 / n as f64, n))
 }
 
+/// Finished with nothing left being processed, or stopped at its budget (its driver's cap
+/// leaves the last partition short of its plan, so the log never says it is done).
 fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
-    run.finished(views) && !run.any_active()
+    run.budget_reached(views) || (run.finished(views) && !run.any_active())
 }
 
 fn run_wall_time(run: &Run) -> Option<f64> {

@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Requests (or records) the error and empty-response rates look back over.
 pub const RATE_WINDOW: u64 = 200;
-/// The recent throughput is averaged over this long.
+/// The recent throughput is averaged over this long, by default (`[rules.ThroughputDrop]
+/// window`).
 const THROUGHPUT_RECENT: f64 = 15.0 * 60.0;
-/// ThroughputDrop needs this much history before it judges.
+/// ThroughputDrop needs this much history before it judges, by default (`history`).
 const THROUGHPUT_MIN_HISTORY: f64 = 30.0 * 60.0;
 
 /// One rule's settings.
@@ -27,6 +28,9 @@ pub struct RuleConfig {
     pub threshold: f64,
     /// How long the condition must hold before it fires.
     pub for_seconds: f64,
+    /// ThroughputDrop: the recent average's window and the history needed, in seconds.
+    pub window_seconds: f64,
+    pub history_seconds: f64,
 }
 
 /// Every rule's settings.
@@ -43,6 +47,8 @@ impl Default for Rules {
                         enabled: true,
                         threshold: rule.threshold,
                         for_seconds: rule.for_seconds,
+                        window_seconds: THROUGHPUT_RECENT,
+                        history_seconds: THROUGHPUT_MIN_HISTORY,
                     };
                     (rule.alert, config)
                 })
@@ -57,19 +63,18 @@ impl Rules {
             enabled: false,
             threshold: 0.0,
             for_seconds: 0.0,
+            window_seconds: THROUGHPUT_RECENT,
+            history_seconds: THROUGHPUT_MIN_HISTORY,
         })
     }
 }
 
-/// What the rules remember between evaluations: throughput over the run, the most GPUs seen,
-/// GPU time spent. Kept with the alert state, so it survives restarts.
+/// What the rules remember between evaluations: throughput over the run, the most GPUs seen. Kept with the alert state, so it survives restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
     /// (time, run tok/s), one sample a minute at most.
     throughput: VecDeque<(Seconds, f64)>,
     pub max_gpus: usize,
-    pub gpu_seconds: f64,
-    last_at: Option<Seconds>,
 }
 
 /// A week of one-minute samples.
@@ -77,14 +82,9 @@ const THROUGHPUT_SAMPLES: usize = 7 * 24 * 60;
 
 impl History {
     pub fn record(&mut self, run: &Run, now: Seconds) {
-        let dt = self.last_at.map_or(0.0, |l| (now - l).clamp(0.0, 300.0));
-        self.last_at = Some(now);
         let working = run.any_active();
         if let Some(gpus) = &run.gpus {
             self.max_gpus = self.max_gpus.max(gpus.devices.len());
-            if working {
-                self.gpu_seconds += gpus.devices.len() as f64 * dt;
-            }
         }
         if !working {
             return;
@@ -102,16 +102,17 @@ impl History {
         }
     }
 
-    /// (mean over the last 15 minutes, median over the run), once there is enough history.
-    fn throughput(&self, now: Seconds) -> Option<(f64, f64)> {
+    /// (mean over the last `window` seconds, median over the run), once there is `history`
+    /// seconds of it.
+    fn throughput(&self, now: Seconds, window: f64, history: f64) -> Option<(f64, f64)> {
         let first = self.throughput.front()?.0;
-        if now - first < THROUGHPUT_MIN_HISTORY {
+        if now - first < history {
             return None;
         }
         let recent: Vec<f64> = self
             .throughput
             .iter()
-            .filter(|(t, _)| now - t <= THROUGHPUT_RECENT)
+            .filter(|(t, _)| now - t <= window)
             .map(|(_, v)| *v)
             .collect();
         if recent.is_empty() {

@@ -7,7 +7,7 @@
 pub mod client;
 pub mod terminal;
 
-use crate::model::{Discovered, PartitionView, Run, RunTotals, Seconds};
+use crate::model::{Discovered, PartitionView, Run, Seconds};
 use crate::rules::AlertName;
 use crate::rules::{self, History, Rules};
 use serde::{Deserialize, Serialize};
@@ -61,12 +61,133 @@ pub struct PreviousStatus {
     pub last_write: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunStatus {
     pub completed: u64,
     pub planned: u64,
     pub eta_seconds: Option<f64>,
+    /// Completion tokens per second now, over the partitions being processed.
     pub tokens_per_second: Option<f64>,
+    /// What progress aims at: the plan, or a budget before it.
+    #[serde(default)]
+    pub target: u64,
+    /// The ETA's band: at the fastest and the slowest of the recent rates.
+    #[serde(default)]
+    pub eta_lower_seconds: Option<f64>,
+    #[serde(default)]
+    pub eta_upper_seconds: Option<f64>,
+    /// The deadline (Unix seconds), and the time to spare at the band's slow end (negative:
+    /// late).
+    #[serde(default)]
+    pub deadline: Option<f64>,
+    #[serde(default)]
+    pub deadline_margin_seconds: Option<f64>,
+    #[serde(default)]
+    pub budget_reached: bool,
+    #[serde(default)]
+    pub gpu_hours: f64,
+    #[serde(default)]
+    pub gpu_hours_projected: Option<f64>,
+    #[serde(default)]
+    pub cost: Option<f64>,
+    #[serde(default)]
+    pub cost_projected: Option<f64>,
+    /// The above in one line, as the terminal, the page and the emails show it.
+    #[serde(default)]
+    pub outlook: String,
+}
+
+impl RunStatus {
+    fn of(p: &crate::model::Projection, now: Seconds) -> RunStatus {
+        let margin = p
+            .deadline
+            .zip(p.eta_band.map(|b| b.1).or(p.eta_seconds))
+            .map(|(deadline, eta)| deadline - (now + eta));
+        let mut run = RunStatus {
+            completed: p.completed,
+            planned: p.planned,
+            eta_seconds: p.eta_seconds,
+            tokens_per_second: p.tokens_per_second,
+            target: p.target,
+            eta_lower_seconds: p.eta_band.map(|b| b.0),
+            eta_upper_seconds: p.eta_band.map(|b| b.1),
+            deadline: p.deadline,
+            deadline_margin_seconds: margin,
+            budget_reached: p.budget_reached,
+            gpu_hours: p.gpu_hours,
+            gpu_hours_projected: p.gpu_hours_projected,
+            cost: p.cost,
+            cost_projected: p.cost_projected,
+            outlook: String::new(),
+        };
+        run.outlook = run.outlook_line(now);
+        run
+    }
+
+    /// "ends 2026-12-02 14:20Z (13:50–15:10) · deadline 2026-12-03 09:00Z, 18h40m to spare ·
+    /// 12.3 GPU-h, 31.0 at the end · cost 30.75, 77.50 at the end".
+    fn outlook_line(&self, now: Seconds) -> String {
+        let at = |secs: f64| crate::human::utc_minute(now + secs);
+        let mut parts = Vec::new();
+        if self.budget_reached {
+            parts.push("stopped at its budget".to_owned());
+        } else if self.target > 0 && self.completed >= self.target {
+            parts.push("done".to_owned());
+        } else {
+            match (
+                self.eta_seconds,
+                self.eta_lower_seconds,
+                self.eta_upper_seconds,
+            ) {
+                (Some(eta), Some(lo), Some(hi)) => parts.push(format!(
+                    "ends {} ({}–{})",
+                    at(eta),
+                    clock_of(&at(lo)),
+                    clock_of(&at(hi))
+                )),
+                (Some(eta), _, _) => parts.push(format!(
+                    "ends {} (no band yet: too little history of rates)",
+                    at(eta)
+                )),
+                _ => parts.push("no rate measured yet".to_owned()),
+            }
+        }
+        if let Some(deadline) = self.deadline {
+            let line = match self.deadline_margin_seconds {
+                Some(m) if m >= 0.0 => format!("{} to spare", crate::human::human(m)),
+                Some(m) => format!("{} late", crate::human::human(-m)),
+                None => "margin unknown".to_owned(),
+            };
+            parts.push(format!(
+                "deadline {}, {line}",
+                crate::human::utc_minute(deadline)
+            ));
+        }
+        let projected = |v: Option<f64>, digits: usize| {
+            v.map_or(String::new(), |v| format!(", {v:.digits$} at the end"))
+        };
+        if self.gpu_hours > 0.0 || self.gpu_hours_projected.is_some() {
+            parts.push(format!(
+                "{:.1} GPU-h{}",
+                self.gpu_hours,
+                projected(self.gpu_hours_projected, 1)
+            ));
+        }
+        if let Some(cost) = self.cost {
+            parts.push(format!(
+                "cost {cost:.2}{}",
+                projected(self.cost_projected, 2)
+            ));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// "14:20" of "2026-12-02 14:20Z".
+fn clock_of(stamp: &str) -> &str {
+    stamp
+        .split_once(' ')
+        .map_or(stamp, |(_, t)| t.trim_end_matches('Z'))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,11 +360,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             last_write: v.last_write,
         })
         .collect();
-    let totals = RunTotals::of(&views, now);
-    let tps: Vec<f64> = partitions
-        .iter()
-        .filter_map(|p| p.tokens_per_second)
-        .collect();
+    let projection = run.projection(now);
     let healthy = !alerts.iter().any(|a| a.firing) && !partitions.iter().any(|p| p.stalled);
     Status {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -251,12 +368,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         generated_at: now,
         model: run.model_name.clone(),
         healthy,
-        run: RunStatus {
-            completed: totals.completed,
-            planned: totals.planned,
-            eta_seconds: totals.eta_seconds,
-            tokens_per_second: (!tps.is_empty()).then(|| tps.iter().sum()),
-        },
+        run: RunStatus::of(&projection, now),
         partitions,
         gpus: run.gpus.as_ref().map(|g| {
             g.devices
@@ -332,7 +444,12 @@ fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> P
             _ => None,
         },
         errors: log.and_then(|p| p.errors),
-        requests_per_second: log.and_then(|p| p.requests_per_second),
+        // What is done now: a finished partition does nothing.
+        requests_per_second: if v.finished() {
+            Some(0.0)
+        } else {
+            log.and_then(|p| p.requests_per_second)
+        },
         tokens_per_second: v.completion_tokens_per_second(now),
         eta_seconds: log.and_then(|p| p.eta_seconds(now)),
         stall_seconds: run.stall_seconds(v, now),

@@ -85,13 +85,20 @@ pub fn render(status: &Status, color: bool) -> String {
     let overall = (r.planned > 0).then(|| r.completed as f64 / r.planned as f64);
     let _ = writeln!(
         s,
-        "run {} {}/{} · ETA {} · {} tok/s\n",
+        "run {} {}/{} · ETA {} · {} tok/s",
         bar(overall),
         r.completed,
         r.planned,
         opt(r.eta_seconds.map(human)),
         opt(r.tokens_per_second.map(|t| format!("{t:.0}")))
     );
+    let late = r.deadline_margin_seconds.is_some_and(|m| m < 0.0);
+    let outlook = if late {
+        p.yellow(&r.outlook)
+    } else {
+        p.dim(&r.outlook)
+    };
+    let _ = writeln!(s, "    {outlook}\n");
     let name_width = status
         .partitions
         .iter()
@@ -351,6 +358,11 @@ mod tests {
                 planned: 2000,
                 eta_seconds: Some(600.0),
                 tokens_per_second: Some(300.0),
+                outlook:
+                    "ends 2026-12-02 14:20Z (14:10–14:40) · deadline 2026-12-02 14:00Z, 40m late"
+                        .into(),
+                deadline_margin_seconds: Some(-2400.0),
+                ..RunStatus::default()
             },
             partitions: vec![
                 part("B1_glaive", 1000, 1000, false),
@@ -393,6 +405,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tokens p50 310 p90 2100 p99 10240"), "{text}");
+        assert!(
+            text.contains("    ends 2026-12-02 14:20Z (14:10–14:40) · deadline"),
+            "{text}"
+        );
         assert!(text.contains("FIRING  Stalled (B2_code): no progress for 15m"));
         assert!(text.contains("GPUs: not read"));
         assert!(
