@@ -22,6 +22,8 @@ struct Sim {
     now: f64,
     done: f64,
     planned: u64,
+    /// Where the driver stops: its plan, or a cap of its own.
+    stop_at: u64,
     /// (minutes since start, kind, alert) of every notification.
     told: Vec<(f64, Kind, AlertName)>,
 }
@@ -38,6 +40,7 @@ impl Sim {
             now: T0,
             done: 0.0,
             planned,
+            stop_at: planned,
             told: Vec::new(),
         };
         sim.log(&format!("Processing: A (SHORT)\nA: {planned} prompts"));
@@ -55,9 +58,9 @@ impl Sim {
     /// `minutes` at `rate` requests a second: a progress line and the records each 15 s.
     fn run_at(&mut self, rate: f64, minutes: f64) {
         let end = self.now + minutes * MIN;
-        while self.now + STEP <= end + 1e-9 && (self.done as u64) < self.planned {
+        while self.now + STEP <= end + 1e-9 && (self.done as u64) < self.stop_at {
             self.now += STEP;
-            self.done = (self.done + rate * STEP).min(self.planned as f64);
+            self.done = (self.done + rate * STEP).min(self.stop_at as f64);
             let done = self.done as u64;
             self.log(&format!(
                 "  {done}/{} (0 err) {rate:.1} req/s avg_comp=500tok ETA=1h",
@@ -189,6 +192,36 @@ fn a_run_stopped_at_its_budget_is_finished() {
     );
     // Its rates are current: nothing is being generated.
     assert_eq!(p.tokens_per_second, Some(0.0));
+}
+
+#[test]
+fn a_partition_stopped_at_its_own_budget_is_finished() {
+    let plan = Plan {
+        partition_budgets: [("A".to_owned(), 300)].into(),
+        ..Plan::default()
+    };
+    let mut sim = Sim::new(1000, plan);
+    sim.run_at(1.0, 5.0);
+    let views = sim.run.current_views();
+    assert_eq!(
+        (views[0].planned(), views[0].target()),
+        (Some(1000), Some(300))
+    );
+    drop(views);
+    assert_eq!(sim.run.projection(sim.now).target, 300);
+    // At 300 the driver stops A, as its cap says.
+    sim.stop_at = 300;
+    sim.run_at(1.0, 5.0);
+    sim.idle(30.0);
+    assert_eq!(
+        sim.told(AlertName::PartitionFinished)
+            .iter()
+            .map(|(_, k)| *k)
+            .collect::<Vec<_>>(),
+        [Kind::Notice]
+    );
+    assert_eq!(sim.told(AlertName::RunFinished).len(), 1);
+    assert_eq!(sim.told(AlertName::Stalled), []);
 }
 
 #[test]

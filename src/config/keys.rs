@@ -6,7 +6,7 @@
 
 use super::alerts::RawRule;
 use super::channels::RawWebhook;
-use super::{ConfigError, GpuMode, Listen, RawLog, RawOutputs, Span};
+use super::{ConfigError, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
 use crate::parse::Format;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -208,6 +208,7 @@ keys! {
     budget_records: Option<u64> = Key { flag: Flag::Value("budget-records"), rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records the run stops at (a dataset size cap): progress and ETA aim at the lesser of this and the plan") },
     budget_tokens: Option<u64> = Key { flag: Flag::Value("budget-tokens"), rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "tokens"), "the completion tokens the run stops at: progress and ETA aim at whichever of the budgets and the plan comes first") },
     gpu_hour_price: Option<f64> = Key { flag: Flag::Value("gpu-hour-price"), rule: "0 or more", ..key(Kind::Decimal("PRICE"), "the price of one GPU-hour, in any currency: the run's cost so far and projected, in the status, the page and every email") },
+    partitions: Vec<RawPartition> = key(Kind::Tables("[[partitions]]", None), "per partition settings"),
     identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (at most 14 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
     max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
@@ -241,6 +242,8 @@ fields! {
     ["webhooks", "format"] = Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
     ["webhooks", "ca_file"] = path("FILE", "PEM certificates of a private CA for an https URL"),
     ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
+    ["partitions", "name"] = text("NAME", "the partition, as the log or its folder names it"),
+    ["partitions", "budget_records"] = Key { rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records this partition stops at: its progress and the run's ETA aim at the lesser of this and its plan") },
     ["rules", "enabled"] = Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
     ["rules", "threshold"] = Key { default: RULES_TABLE, ..text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)") },
     ["rules", "window"] = Key { default: DefaultValue::Value("15m"), rule: "ThroughputDrop only", ..duration("15m", MINUTE, DAY, "the recent tok/s ThroughputDrop compares with the run's median is averaged over this long") },
@@ -717,11 +720,18 @@ mod tests {
             ("outputs", "[[outputs]]\nglob = \"x\"\nbogus = 1\n"),
             ("webhooks", "[[webhooks]]\nurl = \"x\"\nbogus = 1\n"),
             ("rules", "[rules.Stalled]\nbogus = 1\n"),
+            ("partitions", "[[partitions]]\nname = \"x\"\nbogus = 1\n"),
         ] {
             let err = toml::from_str::<RawConfig>(toml).unwrap_err().to_string();
-            let expected = err.split_once("expected one of ").expect(&err).1;
+            // serde says "expected one of `a`, `b`, `c`", or "expected `a` or `b`" for two.
+            let expected = err
+                .split_once("expected one of ")
+                .or_else(|| err.split_once("expected "))
+                .expect(&err)
+                .1;
             let mut accepted: Vec<&str> = expected
-                .split(',')
+                .split([',', '\n'])
+                .flat_map(|k| k.split(" or "))
                 .map(|k| {
                     k.trim()
                         .trim_matches(|c: char| c == '`' || c.is_whitespace())

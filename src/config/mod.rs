@@ -103,6 +103,14 @@ pub struct RawOutputs {
     pub required: Vec<String>,
 }
 
+/// `[[partitions]]`: settings of one partition, by its name.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPartition {
+    pub name: String,
+    pub budget_records: Option<u64>,
+}
+
 /// Required fields per output glob: each is a bit of a record's facts.
 pub const MAX_REQUIRED: usize = 32;
 
@@ -334,10 +342,33 @@ impl RawConfig {
                 format!("{price} is not a price: 0 or more"),
             ));
         }
+        let mut partition_budgets = std::collections::BTreeMap::new();
+        for (i, p) in self.partitions.iter().enumerate() {
+            let key = |k: &str| format!("partitions[{i}].{k}");
+            if p.name.trim().is_empty() {
+                return Err(ConfigError::invalid(key("name"), "must not be empty"));
+            }
+            match p.budget_records {
+                Some(0) => {
+                    return Err(ConfigError::invalid(
+                        key("budget_records"),
+                        "must be 1 or more",
+                    ))
+                }
+                Some(b) if partition_budgets.insert(p.name.clone(), b).is_some() => {
+                    return Err(ConfigError::invalid(
+                        key("name"),
+                        format!("{:?} is given twice", p.name),
+                    ))
+                }
+                _ => {}
+            }
+        }
         Ok(crate::model::Plan {
             deadline,
             budget_records: self.budget_records,
             budget_tokens: self.budget_tokens,
+            partition_budgets,
             gpu_hour_price: self.gpu_hour_price,
         })
     }

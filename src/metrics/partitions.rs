@@ -185,15 +185,15 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
         ("pulse_run_eta_lower_seconds", "The ETA at the fastest of the recent rates (the band's lower bound).", p.eta_band.map(|b| b.0)),
         ("pulse_run_eta_upper_seconds", "The ETA at the slowest of the recent rates (the band's upper bound): RunLate compares it with the deadline.", p.eta_band.map(|b| b.1)),
         ("pulse_run_deadline_timestamp_seconds", "When the run must be done (the deadline key).", p.deadline),
-        ("pulse_run_gpu_hours_projected", "GPU-hours at the projected end: so far, and the GPUs held now until the ETA.", p.gpu_hours_projected),
+        ("pulse_run_gpu_seconds_projected", "GPU time at the projected end, in GPU-seconds: so far, and the GPUs held now until the ETA.", p.gpu_hours_projected.map(|h| h * 3600.0)),
         ("pulse_run_cost", "The run's cost so far: GPU-hours times gpu_hour_price.", p.cost),
         ("pulse_run_cost_projected", "The run's cost at the projected end.", p.cost_projected),
     ];
     super::gauge(
         enc,
-        "pulse_run_gpu_hours",
-        "GPU-hours the run has held while a partition was being processed.",
-        p.gpu_hours,
+        "pulse_run_gpu_seconds",
+        "GPU time the run has held while a partition was being processed, in GPU-seconds (3600 are a GPU-hour).",
+        p.gpu_hours * 3600.0,
     )?;
     for (name, help, value) in optional {
         if let Some(value) = value {

@@ -209,6 +209,8 @@ pub struct PartitionView<'a> {
     pub previous: bool,
     output_tokens: Option<&'a Window>,
     pub pass: Option<PassMark>,
+    /// The records the partition stops at, where the configuration gives a budget.
+    pub budget: Option<u64>,
 }
 
 impl PartitionView<'_> {
@@ -273,18 +275,25 @@ impl PartitionView<'_> {
             .or_else(|| self.log.and_then(|p| p.completion_tokens_per_second(now)))
     }
 
-    /// Done: it reached its plan, or the driver moved past it (its log shows it no longer
-    /// active after it reported progress).
+    /// Done: it reached its plan (or budget) and stopped there. A partition the driver left
+    /// short of it is not (an outer tqdm bar waits on its inner one), and neither is one
+    /// counting past it (a bar whose total was wrong is still going).
     pub fn finished(&self) -> bool {
-        self.reached_plan()
-            || self
-                .log
-                .is_some_and(|p| !p.active && p.last_progress_at.is_some())
+        self.reached_plan() && self.done() <= self.target()
     }
 
-    /// Whether the progress reached a known, non-zero plan.
+    /// What the partition's progress aims at: its plan, or its budget (`[[partitions]]`)
+    /// where that comes first.
+    pub fn target(&self) -> Option<u64> {
+        match (self.planned(), self.budget) {
+            (Some(p), Some(b)) => Some(p.min(b)),
+            (p, b) => p.or(b),
+        }
+    }
+
+    /// Whether the progress reached a known, non-zero plan (or budget).
     pub fn reached_plan(&self) -> bool {
-        matches!((self.done(), self.planned()), (Some(c), Some(p)) if p > 0 && c >= p)
+        matches!((self.done(), self.target()), (Some(c), Some(p)) if p > 0 && c >= p)
     }
 
     /// The log's completed count minus what the outputs say it should be, when both are
@@ -382,6 +391,7 @@ impl Run {
                     input_lines: inputs.get(name).copied(),
                     output_tokens: self.output_tokens.get(name),
                     pass: self.passes.get(name).copied(),
+                    budget: self.plan.partition_budgets.get(name).copied(),
                 }
             })
             .collect()
@@ -513,7 +523,7 @@ impl RunTotals {
             .sum();
         let remaining = views
             .iter()
-            .filter_map(|v| Some(v.planned()?.saturating_sub(v.done().unwrap_or(0))))
+            .filter_map(|v| Some(v.target()?.saturating_sub(v.done().unwrap_or(0))))
             .sum::<u64>();
         RunTotals {
             completed,

@@ -14,12 +14,14 @@ pub enum Deadline {
 }
 
 /// What the run is held to, from the configuration.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub deadline: Option<Deadline>,
     /// The run stops at this many distinct records, or completion tokens.
     pub budget_records: Option<u64>,
     pub budget_tokens: Option<u64>,
+    /// Records each partition stops at (`[[partitions]]`).
+    pub partition_budgets: std::collections::BTreeMap<String, u64>,
     /// The price of one GPU-hour.
     pub gpu_hour_price: Option<f64>,
 }
@@ -99,9 +101,11 @@ impl Run {
         let views = self.current_views();
         let completed: u64 = views.iter().filter_map(|v| v.done()).sum();
         let planned: u64 = views.iter().filter_map(|v| v.planned()).sum();
+        // Each partition's plan or budget, and the run's budget before their sum.
+        let targets: u64 = views.iter().filter_map(|v| v.target()).sum();
         let target = match self.plan.budget_records {
-            Some(budget) if planned == 0 || budget < planned => budget,
-            _ => planned,
+            Some(budget) if targets == 0 || budget < targets => budget,
+            _ => targets,
         };
         let active: Vec<&PartitionView<'_>> = views
             .iter()

@@ -97,6 +97,8 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let mut out: Vec<Condition> = j
         .views
         .iter()
+        // A partition at its plan or budget is done, whatever its log's last line said.
+        .filter(|v| !v.reached_plan())
         .filter_map(|v| match judge_stall(run, v, stall_after, now)? {
             Stall::Stalled { seconds, threshold } => {
                 let (cause, why) = stall_cause(run, now);
@@ -635,7 +637,7 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
 /// Finished with nothing left being processed, or stopped at its budget (its driver's cap
 /// leaves the last partition short of its plan, so the log never says it is done).
 fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
-    run.budget_reached(views) || (run.finished(views) && !run.any_active())
+    run.budget_reached(views) || Run::complete(views) || (run.finished(views) && !run.any_active())
 }
 
 fn run_wall_time(run: &Run) -> Option<f64> {
