@@ -156,25 +156,11 @@ fn the_demos_rerun_partition_counts_each_prompt_once() {
         m.0
     );
     assert_eq!(m.get("pulse_run_requests_completed", ""), Some(1700.0));
-    let status = get_json(demo.addr, "/status").unwrap();
-    let b3 = status["partitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "B3_longform")
-        .unwrap()
-        .clone();
+    let b3 = b3_of(&get_json(demo.addr, "/status").unwrap());
     assert_eq!(b3["outputs"]["unique"], 800, "{b3}");
     assert_eq!(b3["outputs"]["duplicates"], 240, "{b3}");
     assert_eq!(b3["mismatch"], false, "{b3}");
-    let report = get_json(demo.addr, "/api/report").unwrap();
-    let card = report["partitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "B3_longform")
-        .unwrap()
-        .clone();
+    let card = b3_of(&get_json(demo.addr, "/api/report").unwrap());
     assert_eq!(
         (card["distinct"].clone(), card["duplicates"].clone()),
         (800.into(), 240.into())
@@ -202,6 +188,17 @@ fn the_demos_rerun_partition_counts_each_prompt_once() {
             && finished.contains("p50 "),
         "{finished}"
     );
+}
+
+/// B3's entry in a document's `partitions` (the status document's, or the report's).
+fn b3_of(document: &serde_json::Value) -> serde_json::Value {
+    document["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "B3_longform")
+        .unwrap_or_else(|| panic!("no B3_longform in {document}"))
+        .clone()
 }
 
 /// The alert emails the demo wrote, as text.

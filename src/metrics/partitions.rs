@@ -1,7 +1,7 @@
 //! Per-partition, pipeline and whole-run families: what the log and the output files say.
 
 use super::{family, info};
-use crate::model::{PartitionView, Run, Seconds, TokenHistogram};
+use crate::model::{OutputStats, PartitionView, Run, Seconds, TokenHistogram};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -72,37 +72,25 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
                 .filter_map(|v| Some(([("partition", v.name)], ConstCounter::new(value(v)?)))),
         )?;
     }
-    family(
+    per_key(
         enc,
-        "pulse_output_finish_reason",
-        "Records by finish reason.",
-        MetricType::Counter,
-        views.iter().flat_map(|v| {
-            v.outputs.iter().flat_map(move |o| {
-                o.finish_reasons.iter().map(move |(r, n)| {
-                    (
-                        [("partition", v.name), ("reason", r.as_str())],
-                        ConstCounter::new(*n),
-                    )
-                })
-            })
-        }),
+        &views,
+        (
+            "pulse_output_finish_reason",
+            "Records by finish reason.",
+            "reason",
+        ),
+        |o| &o.finish_reasons,
     )?;
-    family(
+    per_key(
         enc,
-        "pulse_output_missing_field_records",
-        "Records lacking a required field, or holding it empty.",
-        MetricType::Counter,
-        views.iter().flat_map(|v| {
-            v.outputs.iter().flat_map(move |o| {
-                o.missing.iter().map(move |(field, n)| {
-                    (
-                        [("partition", v.name), ("field", field.as_str())],
-                        ConstCounter::new(*n),
-                    )
-                })
-            })
-        }),
+        &views,
+        (
+            "pulse_output_missing_field_records",
+            "Records lacking a required field, or holding it empty.",
+            "field",
+        ),
+        |o| &o.missing,
     )?;
     histograms(enc, &views)?;
     family(
@@ -234,4 +222,30 @@ fn histograms(enc: &mut DescriptorEncoder, views: &[PartitionView<'_>]) -> fmt::
             )?;
     }
     Ok(())
+}
+
+/// A counter per partition and per key of one of its output counts (finish reasons, missing
+/// fields): `(name, help, the key's label)`.
+fn per_key(
+    enc: &mut DescriptorEncoder,
+    views: &[PartitionView<'_>],
+    (name, help, label): (&str, &str, &str),
+    counts: fn(&OutputStats) -> &std::collections::BTreeMap<String, u64>,
+) -> fmt::Result {
+    family(
+        enc,
+        name,
+        help,
+        MetricType::Counter,
+        views.iter().flat_map(|v| {
+            v.outputs.iter().flat_map(move |o| {
+                counts(o).iter().map(move |(k, n)| {
+                    (
+                        [("partition", v.name), (label, k.as_str())],
+                        ConstCounter::new(*n),
+                    )
+                })
+            })
+        }),
+    )
 }
