@@ -55,7 +55,9 @@ fn main() -> ExitCode {
             }
             print!(
                 "{}",
-                discover::to_toml(&discover::scan(&pipeline_pulse::config::normalize(&dir)))
+                discover::to_toml(&discover::scan_once(&pipeline_pulse::config::normalize(
+                    &dir
+                )))
             );
             Ok(())
         }

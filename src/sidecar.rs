@@ -33,7 +33,11 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
         None => None,
     };
     let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
-    run.lock().unwrap_or_else(|e| e.into_inner()).plan = config.plan.clone();
+    {
+        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        run.plan = config.plan.clone();
+        run.identity = config.run.clone();
+    }
     run.lock().unwrap_or_else(|e| e.into_inner()).discovered =
         config.discovered.as_ref().map(|(_, found)| found.clone());
     let logs = LogSource::new(

@@ -13,6 +13,7 @@
 mod common;
 
 use common::prometheus::Prometheus;
+use common::repo::*;
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,16 +27,9 @@ const ALERT_RULES: &str = "deploy/prometheus/rules/pipeline-pulse-alerts.yml";
 const RECORDING_RULES: &str = "deploy/prometheus/rules/pipeline-pulse-recording.yml";
 const ALERT_TESTS: &str = "deploy/prometheus/tests/pipeline-pulse-alerts.test.yml";
 const RECORDING_TESTS: &str = "deploy/prometheus/tests/pipeline-pulse-recording.test.yml";
+const RUN_RULES: &str = "deploy/prometheus/rules/pipeline-pulse-runs.yml";
+const RUN_TESTS: &str = "deploy/prometheus/tests/pipeline-pulse-runs.test.yml";
 const ROWS: [&str; 5] = ["Run overview", "Partitions", "GPUs", "Server", "Sidecar"];
-
-fn repo_file(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
-}
-
-fn read_repo(relative: &str) -> String {
-    let path = repo_file(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
 
 /// A test peer that comes from PyPI, not apt. Missing: fail and say how to install it.
 fn require_pip_tool(name: &str, package: &str) -> PathBuf {
@@ -56,53 +50,6 @@ fn run_tool(command: &mut Command) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Every panel, those nested in collapsed rows included.
-fn all_panels(panels: &Value) -> Vec<&Value> {
-    let mut out = Vec::new();
-    for panel in panels.as_array().into_iter().flatten() {
-        out.push(panel);
-        out.extend(all_panels(&panel["panels"]));
-    }
-    out
-}
-
-fn variable<'a>(dashboard: &'a Value, name: &str) -> &'a Value {
-    dashboard["templating"]["list"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("the dashboard has no `{name}` variable"))
-}
-
-/// A query variable's query, in either of the forms Grafana saves.
-fn variable_query(var: &Value) -> String {
-    var["query"]
-        .as_str()
-        .or_else(|| var["query"]["query"].as_str())
-        .expect("a query variable has a query")
-        .to_owned()
-}
-
-/// `label_values(EXPR, LABEL)` → (EXPR, LABEL).
-fn split_label_values(query: &str) -> (String, String) {
-    let inner = query
-        .trim()
-        .strip_prefix("label_values(")
-        .and_then(|q| q.strip_suffix(')'))
-        .unwrap_or_else(|| panic!("not a label_values() query: {query}"));
-    let (expr, label) = inner.rsplit_once(',').expect("label_values(EXPR, LABEL)");
-    (expr.trim().to_owned(), label.trim().to_owned())
-}
-
-/// The names of the rules a rule file defines, from its `- alert:` or `- record:` lines.
-fn names_after(text: &str, prefix: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix(prefix))
-        .map(|name| name.trim().to_owned())
-        .collect()
 }
 
 /// The metric names an expression selects: identifiers outside quotes that name our metrics,
@@ -634,12 +581,14 @@ fn promtool_checks_the_config_and_the_rules_and_their_unit_tests_pass() {
             "rules",
             "rules/pipeline-pulse-alerts.yml",
             "rules/pipeline-pulse-recording.yml",
+            "rules/pipeline-pulse-runs.yml",
         ],
         vec![
             "test",
             "rules",
             "tests/pipeline-pulse-alerts.test.yml",
             "tests/pipeline-pulse-recording.test.yml",
+            "tests/pipeline-pulse-runs.test.yml",
         ],
     ] {
         let (ok, stdout, stderr) = run_tool(Command::new(&promtool).args(&args).current_dir(&dir));
@@ -664,14 +613,18 @@ fn promtool_checks_the_config_and_the_rules_and_their_unit_tests_pass() {
             .any(|w| w[0] == format!("alertname: {alert}") && w[1] == "exp_alerts:");
         assert!(fires, "no unit test case in which {alert} fires");
     }
-    let tested = read_repo(RECORDING_TESTS);
-    for record in names_after(&read_repo(RECORDING_RULES), "- record:") {
-        assert!(
-            tested
-                .lines()
-                .any(|l| l.trim() == format!("- expr: {record}")),
-            "recording rule {record} has no unit test"
-        );
+    for (rules, tests) in [(RECORDING_RULES, RECORDING_TESTS), (RUN_RULES, RUN_TESTS)] {
+        let tested = read_repo(tests);
+        for record in names_after(&read_repo(rules), "- record:") {
+            assert!(
+                tested.lines().any(|l| {
+                    let l = l.trim();
+                    l == format!("- expr: {record}")
+                        || l.starts_with(&format!("- expr: {record}{{"))
+                }),
+                "recording rule {record} has no unit test in {tests}"
+            );
+        }
     }
 }
 

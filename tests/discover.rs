@@ -1,12 +1,16 @@
 //! `--run-dir` and `discover`: a run folder with a real driver process writing its log (found
 //! by its open file, not its name), a real HTTP server whose command line is an SGLang launch,
-//! three partitions of outputs and inputs, and one partition left by an earlier run.
+//! three partitions of outputs and inputs, and one partition left by an earlier run. Also two
+//! runs on one node, each driver talking to its own vLLM server (which one is whose is read
+//! from the drivers' TCP connections), and a worker node found by its SGLang `--node-rank`.
 
 mod common;
 
 use common::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A driver that writes a progress log and holds it open; its command line says nothing of
 /// being one.
@@ -152,7 +156,9 @@ fn discover_prints_the_config_of_what_it_found() {
     let root = run.root.display();
     let expected: toml::Value = toml::from_str(&format!(
         r#"
+role = "driver"
 process_match = {process}
+process_dir = "{root}"
 server_health_url = "http://127.0.0.1:{port}/health"
 inputs = ["{root}/prepared/*/prompts*.jsonl"]
 
@@ -163,7 +169,9 @@ format = "run_inference"
 [[outputs]]
 glob = "{root}/prepared/*/raw_responses.jsonl"
 "#,
-        process = toml::Value::String(driver.join(" ")),
+        // The program (`python3 -c SCRIPT`), not its arguments: the same driver restarted
+        // with others is still the driver.
+        process = toml::Value::String(driver[..3].join(" ")),
     ))
     .unwrap();
     assert_eq!(got, expected);
@@ -309,4 +317,328 @@ fn a_server_started_after_the_sidecar_is_found() {
         "{status}"
     );
     assert_eq!(status["server"]["up"], true);
+}
+
+/// A driver that writes its progress log in its run folder and keeps it open, then talks to
+/// its server over one kept-alive connection (`GET /health` every 0.5 s), connecting again
+/// whenever the connection drops.
+const TALKING_DRIVER: &str = r#"
+import http.client, sys, time
+log_path, port = sys.argv[1], int(sys.argv[2])
+with open(log_path, "a") as log:
+    log.write("Model: /shared/kimi-k2.5-int4\n")
+    log.write("Processing: B1_glaive (SHORT)\nB1_glaive: 400 prompts\n")
+    log.write("  40/400 (0 err) 2.0 req/s avg_comp=300tok ETA=180s\n")
+    log.flush()
+    conn = None
+    for _ in range(1200):
+        try:
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            conn.getresponse().read()
+        except Exception:
+            if conn is not None:
+                conn.close()
+            conn = None
+        time.sleep(0.5)
+"#;
+
+/// `python3 -m vllm.entrypoints.openai.api_server --model m --port N`: serves /health and a
+/// vLLM exposition over HTTP/1.1, keeping connections alive.
+const VLLM_SERVER: &str = r#"
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name="m"} 1\n'
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = {"/health": b"", "/metrics": METRICS}.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+/// A fake vLLM server on a free port, once it answers; started in `modules`, where its module
+/// lives, so that nothing ties it to a run folder.
+fn vllm_server(modules: &Path) -> (Killed, u16) {
+    write(&modules.join("vllm/__init__.py"), "");
+    write(&modules.join("vllm/entrypoints/__init__.py"), "");
+    write(&modules.join("vllm/entrypoints/openai/__init__.py"), "");
+    write(
+        &modules.join("vllm/entrypoints/openai/api_server.py"),
+        VLLM_SERVER,
+    );
+    let port = free_port();
+    let child = Command::new(require_tool("python3", "python3"))
+        .args([
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "m",
+            "--port",
+        ])
+        .arg(port.to_string())
+        .current_dir(modules)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Killed(child);
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("the vLLM server to answer", || {
+        matches!(try_http(addr, "GET", "/health", ""), Some((200, _)))
+    });
+    (server, port)
+}
+
+/// A run folder's driver talking to the server on `port`, once its log is written.
+fn talking_driver(root: &Path, port: u16) -> Killed {
+    let log = root.join("logs/progress.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let driver = Killed(python(TALKING_DRIVER, &[path_str(&log), &port.to_string()]));
+    wait_for("the driver to write its log", || {
+        std::fs::read_to_string(log.as_path()).is_ok_and(|t| t.contains("40/400"))
+    });
+    driver
+}
+
+/// Polls the sidecar's `/status` until `ready` accepts it, or fails after 20 s showing what
+/// discovery last reported.
+fn wait_status(
+    sidecar: &Sidecar,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = get_json(sidecar.addr, "/status").unwrap_or_default();
+        if ready(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; /status last said discovered = {}",
+            status["discovered"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The labels of an exposition's one `pulse_run_info` sample; `None` without one.
+fn run_info(m: &Metrics) -> Option<BTreeMap<String, String>> {
+    let lines: Vec<&str> =
+        m.0.lines()
+            .filter(|l| l.starts_with("pulse_run_info{"))
+            .collect();
+    assert!(
+        lines.len() <= 1,
+        "pulse_run_info is exported once per sidecar, got {lines:?}"
+    );
+    let (series, value) = lines.first()?.rsplit_once(' ')?;
+    assert_eq!(value, "1", "pulse_run_info is always 1: {series} {value}");
+    let labels = series.strip_prefix("pulse_run_info{")?.strip_suffix('}')?;
+    Some(
+        labels
+            .split(',')
+            .filter_map(|pair| {
+                let (name, value) = pair.split_once('=')?;
+                Some((name.to_owned(), value.trim_matches('"').to_owned()))
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn two_runs_on_one_node_each_take_the_server_their_driver_talks_to() {
+    let _serial = serial();
+    let dir = temp_dir();
+    // Both servers run from a folder outside both runs, named in neither's arguments: only
+    // their drivers' connections tie them to a run.
+    let modules = dir.path().join("modules");
+    let (server_a, port_a) = vllm_server(&modules);
+    let (server_b, port_b) = vllm_server(&modules);
+    let (pid_a, pid_b) = (server_a.0.id(), server_b.0.id());
+    let health_a = format!("http://127.0.0.1:{port_a}/health");
+    let health_b = format!("http://127.0.0.1:{port_b}/health");
+    let root_a = dir.path().join("synth_A");
+    let root_b = dir.path().join("synth_B");
+    let _driver_a = talking_driver(&root_a, port_a);
+    let _driver_b = talking_driver(&root_b, port_b);
+    let sidecar = |root: &Path| {
+        Sidecar::run(&[
+            "--run-dir",
+            path_str(root),
+            "--discover-interval",
+            "1s",
+            "--probe-interval",
+            "200ms",
+            "--gpu",
+            "off",
+        ])
+    };
+    let a = sidecar(&root_a);
+    let b = sidecar(&root_b);
+    let mut run_ids = Vec::new();
+    for (s, run, pid, health) in [
+        (&a, "synth_A", pid_a, &health_a),
+        (&b, "synth_B", pid_b, &health_b),
+    ] {
+        let status = wait_status(
+            s,
+            &format!("{run}'s sidecar to take the server its driver talks to (pid {pid})"),
+            |st| st["discovered"]["server"]["pid"] == pid,
+        );
+        let server = &status["discovered"]["server"];
+        assert_eq!(
+            server["engine"], "vllm",
+            "{run}'s server: expected engine vllm, got {server}"
+        );
+        assert_eq!(
+            server["health_url"],
+            health.as_str(),
+            "{run}'s server: expected health URL {health}, got {server}"
+        );
+        s.wait_metrics(&format!("{run}'s server probed up"), |m| {
+            m.get("pulse_server_up", "") == Some(1.0)
+        });
+        let m = s.metrics();
+        let info = run_info(&m).unwrap_or_else(|| {
+            panic!(
+                "{run}'s sidecar should export pulse_run_info{{run=\"{run}\"}}, it exports none:\n{}",
+                m.0
+            )
+        });
+        let label = |name: &str| info.get(name).cloned().unwrap_or_default();
+        assert_eq!(
+            (label("run"), label("role")),
+            (run.to_owned(), "driver".to_owned()),
+            "{run}'s pulse_run_info: the run is named for its folder, and its driver is here; got {info:?}"
+        );
+        let id = label("run_id");
+        assert!(
+            id.len() == 12 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')),
+            "{run}'s run_id should be 12 lowercase hex digits, got {info:?}"
+        );
+        run_ids.push(id);
+    }
+    assert_ne!(run_ids[0], run_ids[1], "two runs, two run ids");
+
+    // A's server goes away: A's sidecar keeps probing it (down), and takes neither B's server,
+    // the only other one, nor a `vllm serve --help=all` started in A's folder, which names vLLM
+    // and is tied to the run but prints its help and serves nothing.
+    drop(server_a);
+    a.wait_metrics("A's server probed down", |m| {
+        m.get("pulse_server_up", "") == Some(0.0)
+    });
+    let bin = dir.path().join("bin");
+    write(&bin.join("vllm"), "import time\ntime.sleep(600)\n");
+    let help = Killed(
+        Command::new(require_tool("python3", "python3"))
+            .arg(bin.join("vllm"))
+            .args(["serve", "--help=all"])
+            .current_dir(root_a.as_path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let help_pid = help.0.id();
+    // Until the child has exec'd, /proc shows the test's own command line.
+    wait_for("the `vllm serve --help=all` command line", || {
+        std::fs::read(format!("/proc/{help_pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--help=all"))
+    });
+    // A new input file that discovery reports: once /status lists it, a scan made after A's
+    // server went away and after the help process started has been taken in.
+    write(
+        &root_a.join("prepared/B9_marker/prompts.jsonl"),
+        "{\"id\":0,\"prompt\":\"p\"}\n",
+    );
+    let marker = format!("{}/prepared/*/prompts*.jsonl", root_a.display());
+    let status = wait_status(
+        &a,
+        &format!("A's discovery to scan again and list {marker}"),
+        |st| {
+            st["discovered"]["inputs"]
+                .as_array()
+                .is_some_and(|inputs| inputs.iter().any(|g| g == marker.as_str()))
+        },
+    );
+    let server = &status["discovered"]["server"];
+    assert!(
+        server["pid"] == pid_a && server["health_url"] == health_a.as_str(),
+        "A's server went away: A's sidecar should keep it (pid {pid_a}, {health_a}) until the run's own next server appears; it has {server} (B's server is pid {pid_b}, the `vllm serve --help=all` pid {help_pid})"
+    );
+    assert_eq!(
+        a.metrics().get("pulse_server_up", ""),
+        Some(0.0),
+        "A's sidecar still probes A's server, which is down"
+    );
+    let status = get_json(b.addr, "/status").expect("B's /status");
+    assert_eq!(
+        status["discovered"]["server"]["pid"], pid_b,
+        "B keeps the server its driver talks to: {}",
+        status["discovered"]
+    );
+    assert_eq!(
+        b.metrics().get("pulse_server_up", ""),
+        Some(1.0),
+        "B's server is up and probed"
+    );
+    drop(help);
+}
+
+#[test]
+fn a_worker_node_is_found_by_its_node_rank() {
+    let _serial = serial();
+    let dir = temp_dir();
+    let root = dir.path().join("synth_100k");
+    std::fs::create_dir_all(root.as_path()).unwrap();
+    let modules = dir.path().join("modules");
+    write(&modules.join("sglang/__init__.py"), "");
+    write(&modules.join("sglang/launch_server.py"), SERVER);
+    // The second node of a two-node SGLang server, started in the run folder; no driver here.
+    let port = free_port();
+    let _rank = Killed(
+        Command::new(require_tool("python3", "python3"))
+            .args([
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "/m",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "1",
+                "--dist-init-addr",
+                "127.0.0.1:5000",
+                "--port",
+            ])
+            .arg(port.to_string())
+            .env("PYTHONPATH", modules.as_path())
+            .current_dir(root.as_path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("the SGLang rank to start", || {
+        matches!(try_http(addr, "GET", "/health", ""), Some((200, _)))
+    });
+    let got = discover(&root);
+    assert_eq!(
+        got.get("role").and_then(toml::Value::as_str),
+        Some("worker"),
+        "a server with --node-rank 1 and no driver makes the node a worker: expected role = \"worker\" in {got:?}"
+    );
+    assert!(
+        got.get("server_health_url").is_none() && got.get("server_metrics_url").is_none(),
+        "a rank above 0 serves no HTTP of its own: no server URL should be proposed, got {got:?}"
+    );
 }

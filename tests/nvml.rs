@@ -4,26 +4,10 @@
 
 mod common;
 
+use common::repo::*;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
-
-/// The scripted library, built once per test run beside the binary under test.
-fn fake_nvml() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "fake-nvml"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build -p fake-nvml");
-        assert!(status.success(), "cargo build -p fake-nvml failed");
-        let lib = Path::new(BIN).parent().unwrap().join("libfake_nvml.so");
-        assert!(lib.is_file(), "{} was not built", lib.display());
-        lib
-    })
-}
 
 /// Eight H200s, each with its own figures, so a field read from the wrong GPU shows.
 fn eight_gpus(extra: &str) -> String {

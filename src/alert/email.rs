@@ -15,6 +15,18 @@ pub struct Context {
     pub host: String,
     pub dashboard_url: Option<String>,
     pub status_url: Option<String>,
+    /// The run this node belongs to: every alert and notification names it.
+    pub run: Option<crate::run_identity::RunLabel>,
+}
+
+impl Context {
+    /// Where an alert is, as a subject line says it: the host, and the run it belongs to.
+    pub fn place(&self) -> String {
+        match &self.run {
+            Some(label) => format!("{} (run {})", self.host, label.run),
+            None => self.host.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +77,7 @@ pub fn render(
     now: Seconds,
 ) -> Email {
     Email {
-        subject: subject(notifications, &ctx.host),
+        subject: subject(notifications, &ctx.place()),
         text: text(notifications, status, ctx, now),
         html: html(notifications, status, ctx, now),
         chart: None,
@@ -452,6 +464,7 @@ mod tests {
             host: "gpu-node-01".into(),
             dashboard_url: Some("http://grafana/d/pulse".into()),
             status_url: None,
+            run: None,
         }
     }
 
@@ -472,6 +485,24 @@ mod tests {
             "HTML is escaped"
         );
         assert!(!e.html.contains("<script>"));
+    }
+
+    #[test]
+    fn the_subject_names_the_run() {
+        let ctx = Context {
+            run: Some(crate::run_identity::RunLabel {
+                run: "synth_100k".into(),
+                role: crate::run_identity::Role::Worker,
+            }),
+            ..ctx()
+        };
+        let e = render(&[stalled(Kind::Firing)], &run(), &ctx, 1840.0);
+        assert!(
+            e.subject
+                .starts_with("[pulse] FIRING Stalled: B1_glaive on gpu-node-01 (run synth_100k), "),
+            "{}",
+            e.subject
+        );
     }
 
     #[test]

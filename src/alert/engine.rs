@@ -196,7 +196,7 @@ impl Engine {
                 alert = %alert_names(notifications.iter().map(|n| n.condition.alert.as_str())),
                 partition,
                 "{}",
-                email::subject(&notifications, &self.config.context.host)
+                email::subject(&notifications, &self.config.context.place())
             );
             if !self.config.notifies() {
                 for n in &notifications {
@@ -727,6 +727,7 @@ mod tests {
                 host: "node".into(),
                 dashboard_url: None,
                 status_url: None,
+                run: None,
             },
         }
     }

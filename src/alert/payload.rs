@@ -8,6 +8,7 @@ use super::lifecycle::{Kind, Notification};
 use super::{AlertName, Condition};
 use crate::alert::email::Context;
 use crate::model::Seconds;
+use crate::stable_hash;
 use crate::status::Status;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -66,6 +67,12 @@ pub fn alert(
     ]);
     if let Some(partition) = &condition.partition {
         labels.insert("partition".to_owned(), partition.clone());
+    }
+    // Alertmanager groups a run's alerts across its nodes, and holds a worker's while the
+    // run's server is down, by these (deploy/alertmanager).
+    if let Some(label) = &context.run {
+        labels.insert("run".to_owned(), label.run.clone());
+        labels.insert("role".to_owned(), label.role.as_str().to_owned());
     }
     let mut annotations = BTreeMap::from([
         ("summary".to_owned(), condition.summary.clone()),
@@ -158,14 +165,10 @@ pub fn alertmanager_api(alerts: &[Alert], context: &Context) -> Value {
 /// A stable fingerprint of an alert's labels, as Alertmanager gives one (its own is a
 /// different hash; receivers only compare fingerprints with each other).
 fn fingerprint(labels: &BTreeMap<String, String>) -> String {
-    // FNV-1a over the sorted labels: stable across runs and builds.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (k, v) in labels {
-        for b in k.bytes().chain([0xff]).chain(v.bytes()).chain([0xfe]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
+    let h = labels.iter().fold(stable_hash::EMPTY, |h, (k, v)| {
+        let bytes = k.bytes().chain([0xff]).chain(v.bytes()).chain([0xfe]);
+        stable_hash::extend(h, bytes)
+    });
     format!("{h:016x}")
 }
 
@@ -336,6 +339,10 @@ mod tests {
             host: "gpu-node-01".into(),
             dashboard_url: Some("https://grafana/d/pulse".into()),
             status_url: Some("http://gpu-node-01:9721/".into()),
+            run: Some(crate::run_identity::RunLabel {
+                run: "synth_100k".into(),
+                role: crate::run_identity::Role::Driver,
+            }),
         }
     }
 
@@ -359,6 +366,8 @@ mod tests {
         );
         assert_eq!(a.labels["alertname"], "Stalled");
         assert_eq!(a.labels["partition"], "B1");
+        assert_eq!(a.labels["run"], "synth_100k");
+        assert_eq!(a.labels["role"], "driver");
         assert_eq!(a.labels["severity"], "critical");
         assert_eq!(a.labels["job"], "pipeline-pulse");
         assert_eq!(a.labels["instance"], "gpu-node-01");

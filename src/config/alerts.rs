@@ -34,7 +34,10 @@ pub enum Threshold {
 }
 
 impl RawConfig {
-    pub(super) fn alerts(&self) -> Result<AlertConfig, ConfigError> {
+    pub(super) fn alerts(
+        &self,
+        run: Option<crate::run_identity::RunLabel>,
+    ) -> Result<AlertConfig, ConfigError> {
         let interval = key::alert_interval.duration(self.alert_interval.as_deref())?;
         let repeat = key::repeat_interval.duration(self.repeat_interval.as_deref())?;
         let mut rules = Rules::default();
@@ -102,6 +105,7 @@ impl RawConfig {
                 host,
                 dashboard_url: self.dashboard_url.clone(),
                 status_url: self.status_url.clone(),
+                run,
             },
         })
     }

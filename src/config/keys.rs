@@ -8,6 +8,7 @@ use super::alerts::RawRule;
 use super::channels::RawWebhook;
 use super::{ConfigError, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
 use crate::parse::Format;
+use crate::run_identity::Role;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -176,7 +177,10 @@ keys! {
     gpu_processes: Option<bool> = Key { flag: Flag::Switch("gpu-processes"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "also export GPU memory per process") },
     gpu_timeout: Option<String> = Key { flag: Flag::Value("gpu-timeout"), ..duration("10s", 100, 10 * MINUTE, "the most one reading of the GPUs may take; past it their figures are stale, not exported, and GpuHung fires") },
     nvml_library: Option<PathBuf> = Key { flag: Flag::Value("nvml-library"), default: DefaultValue::Derived("`libnvidia-ml.so.1`"), ..path("PATH", "load NVML from this file instead of from the library path") },
+    run_name: Option<String> = Key { flag: Flag::Value("run-name"), default: DefaultValue::Derived("the run folder's name, else the first progress log's folder"), ..text("NAME", "the run this node belongs to: `pulse_run_info`, the `run` label of pushed alerts, the emails' subject") },
+    role: Option<Role> = Key { flag: Flag::Value("role"), default: DefaultValue::Derived("from the command lines discovery reads, else what the node watches"), ..key(Kind::Choice(&["driver", "server", "worker"]), "this node's part in the run: the progress log's node, an inference server's rank 0, or a rank above 0 or a Ray worker (no HTTP probe, no ServerDown)") },
     process_match: Option<String> = Key { flag: Flag::Value("process-match"), ..text("TEXT", "the driver process, by a piece of its command line (run_inference.py)") },
+    process_dir: Option<PathBuf> = Key { flag: Flag::Value("process-dir"), needs: Some("process_match"), ..path("DIR", "with `process_match`: the driver also works in this folder, names it in its arguments, or has a file in it open (two runs of one program on one node)") },
     pid_file: Option<PathBuf> = Key { flag: Flag::Value("pid-file"), rule: "not with `process_match`", ..path("PATH", "the driver process, by a file holding its pid") },
     server_health_url: Option<String> = Key { flag: Flag::Value("server-health-url"), rule: "`http://`, port 1–65535", ..text("URL", "the inference server's health URL: 2xx means up") },
     server_metrics_url: Option<String> = Key { flag: Flag::Value("server-metrics-url"), rule: "`http://`, port 1–65535", ..text("URL", "the inference server's Prometheus metrics (SGLang or vLLM)") },

@@ -10,6 +10,7 @@ use crate::model::Discovered;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
+use crate::run_identity::{self, RunIdentity, RunLabel};
 use serde::{Deserialize, Serialize};
 
 mod alerts;
@@ -160,6 +161,8 @@ pub struct Config {
     pub alerts: AlertConfig,
     pub heartbeat: Option<crate::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
+    /// The run this node belongs to; `None` where it has none (a node with only GPUs).
+    pub run: Option<std::sync::Arc<crate::run_identity::RunIdentity>>,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
     pub discovered: Option<(RawConfig, Discovered)>,
     /// The file and flags as given, for printing the effective configuration.
@@ -218,6 +221,13 @@ impl RawConfig {
 
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let listen = self.listen_addresses()?;
+        if self
+            .run_name
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
+            return Err(ConfigError::invalid("run_name", "must not be empty"));
+        }
         let poll_interval = key::poll_interval.duration(self.poll_interval.as_deref())?;
         let header_read_timeout =
             key::header_read_timeout.duration(self.header_read_timeout.as_deref())?;
@@ -273,7 +283,8 @@ impl RawConfig {
         let discover_interval =
             key::discover_interval.duration(self.discover_interval.as_deref())?;
         let probes = self.probes(probe_timeout)?;
-        let alerts = self.alerts()?;
+        let run = self.run_label();
+        let alerts = self.alerts(run.clone())?;
         let web = self.web()?;
         let heartbeat = self.heartbeat()?;
         let history = self.history()?;
@@ -303,9 +314,25 @@ impl RawConfig {
             probe_interval,
             alerts,
             discover_interval,
+            run: run.map(|label| {
+                let logs = self.logs.iter().map(|l| l.path.clone()).collect();
+                std::sync::Arc::new(RunIdentity::new(label, logs))
+            }),
             discovered: None,
             source: self.clone(),
         })
+    }
+
+    /// The run this node belongs to and its part in it (docs/many-nodes.md): `None` on a
+    /// node with no run name, no run folder and no progress log.
+    fn run_label(&self) -> Option<RunLabel> {
+        let logs: Vec<PathBuf> = self.logs.iter().map(|l| l.path.clone()).collect();
+        let run = run_identity::name(self.run_name.as_deref(), self.run_dir.as_deref(), &logs)?;
+        let has_server = self.server_health_url.is_some()
+            || self.server_metrics_url.is_some()
+            || !self.server_logs.is_empty();
+        let role = run_identity::role(self.role, None, !logs.is_empty(), has_server);
+        Some(RunLabel { run, role })
     }
 
     fn plan(&self) -> Result<crate::model::Plan, ConfigError> {
@@ -459,7 +486,10 @@ impl RawConfig {
             (Some(text), None) if text.trim().is_empty() => {
                 return Err(ConfigError::invalid("process_match", "must not be empty"))
             }
-            (Some(text), None) => Some(ProcessTarget::Match(text.clone())),
+            (Some(text), None) => Some(match &self.process_dir {
+                Some(dir) => ProcessTarget::MatchIn(text.clone(), normalize(dir)),
+                None => ProcessTarget::Match(text.clone()),
+            }),
             (None, Some(file)) => Some(ProcessTarget::PidFile(file.clone())),
             (None, None) => None,
         };

@@ -9,6 +9,7 @@
 
 mod files;
 mod procs;
+mod sockets;
 
 pub use files::classify;
 
@@ -16,25 +17,43 @@ use crate::clock;
 use crate::config::{
     normalize, same_file, Config, ConfigError, LogConfig, OutputConfig, RawConfig, RawLog,
 };
-use crate::model::{Discovered, DiscoveredLog, Run};
+use crate::model::{Discovered, DiscoveredLog, DiscoveredServer, Run};
 use crate::parse::{Format, Parser, ServerLog};
 use crate::probe::ProbeConfig;
+use crate::run_identity::Role;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-/// Everything discovery finds in `dir` and on the machine now.
-pub fn scan(dir: &Path) -> Discovered {
-    let procs = procs::list();
-    let server = procs::server(&procs, dir);
+/// What a first look at `dir` and the machine finds.
+pub fn scan_once(dir: &Path) -> Discovered {
+    scan(dir, &mut procs::Table::default(), &[])
+}
+
+/// Everything discovery finds in `dir` and on the machine now. `procs` keeps what earlier
+/// scans read of the processes; `held` (the driver and server found before) are read again.
+pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
+    let procs = procs.refresh(dir, held);
+    let found_logs = files::logs(dir);
+    // The driver writes a progress log, not the server's: the server's format is known only
+    // once the server is, but a writer of an SGLang or vLLM log is the server, never the driver.
+    let progress_paths: Vec<PathBuf> = found_logs
+        .iter()
+        .filter(|l| !matches!(l.format, Format::Sglang | Format::Vllm))
+        .map(|l| l.path.clone())
+        .collect();
+    let sockets = sockets::read();
+    let mut driver = procs::driver(procs, &progress_paths);
+    let chosen = procs::server(procs, dir, driver.as_ref().map(|d| d.pid), &sockets);
+    let server = chosen.server;
     let server_log = server
         .as_ref()
         .and_then(|s| s.log.clone())
         .map(PathBuf::from);
     let mut logs = Vec::new();
     let mut server_logs: Vec<String> = Vec::new();
-    for log in files::logs(dir) {
+    for log in found_logs {
         let is_server_log = matches!(log.format, Format::Sglang | Format::Vllm)
             || server_log
                 .as_deref()
@@ -52,9 +71,22 @@ pub fn scan(dir: &Path) -> Discovered {
         if !server_logs.iter().any(|l| same_file(Path::new(l), s)) {
             server_logs.push(s.display().to_string());
         }
+        // The server (or one of its workers) writing its own log into the folder is not the
+        // driver: the driver is a writer of the other logs.
+        let of_server = |pid: u32| {
+            server
+                .as_ref()
+                .is_some_and(|sv| sv.pid == pid || sv.workers.iter().any(|w| w.pid == pid))
+        };
+        if driver.as_ref().is_some_and(|d| of_server(d.pid)) {
+            let others: Vec<PathBuf> = progress_paths
+                .iter()
+                .filter(|p| !same_file(p, s))
+                .cloned()
+                .collect();
+            driver = procs::driver(procs, &others);
+        }
     }
-    let paths: Vec<PathBuf> = logs.iter().map(|l| PathBuf::from(&l.path)).collect();
-    let driver = procs::driver(&procs, &paths);
     let (outputs, inputs) = files::jsonl_globs(dir);
     let hidden = procs.iter().filter(|p| p.files.is_none()).count();
     let mut notes = Vec::new();
@@ -63,6 +95,12 @@ pub fn scan(dir: &Path) -> Discovered {
             "the open files of {hidden} processes (other users') cannot be read, so a driver among them cannot be found: run the sidecar as the pipeline's user, or give --process-match"
         ));
     }
+    notes.extend(chosen.note);
+    let role = if driver.is_some() {
+        Some(Role::Driver)
+    } else {
+        chosen.role
+    };
     Discovered {
         run_dir: dir.display().to_string(),
         logs,
@@ -71,6 +109,7 @@ pub fn scan(dir: &Path) -> Discovered {
         inputs,
         driver,
         server,
+        role,
         notes,
     }
 }
@@ -78,6 +117,32 @@ pub fn scan(dir: &Path) -> Discovered {
 /// Fills the keys that `raw` leaves unset with what was found. A key given keeps its value,
 /// lists included: `--log` given means no log is discovered.
 pub fn apply(found: &Discovered, raw: &mut RawConfig) {
+    if raw.role.is_none() {
+        raw.role = found.role;
+    }
+    // A server or worker node sees the run folder on a shared file system too: the progress
+    // in it is the driver node's to report, or every run-wide sum would count it twice.
+    if raw.role.is_none_or(Role::follows_progress) {
+        apply_progress(found, raw);
+    }
+    if raw.server_logs.is_empty() {
+        raw.server_logs = found.server_logs.iter().map(PathBuf::from).collect();
+    }
+    let Some(server) = &found.server else {
+        return;
+    };
+    if raw.role.is_none_or(Role::probes_server) && server.serves_http {
+        if raw.server_health_url.is_none() {
+            raw.server_health_url = Some(server.health_url.clone());
+        }
+        if raw.server_metrics_url.is_none() {
+            raw.server_metrics_url = server.metrics_url.clone();
+        }
+    }
+}
+
+/// The run's progress: its logs, outputs, inputs and driver.
+fn apply_progress(found: &Discovered, raw: &mut RawConfig) {
     if raw.logs.is_empty() {
         raw.logs = found
             .logs
@@ -89,9 +154,6 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
                 unit_divisor: None,
             })
             .collect();
-    }
-    if raw.server_logs.is_empty() {
-        raw.server_logs = found.server_logs.iter().map(PathBuf::from).collect();
     }
     if raw.outputs.is_empty() {
         raw.outputs = found
@@ -107,14 +169,9 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
         raw.inputs = found.inputs.clone();
     }
     if raw.process_match.is_none() && raw.pid_file.is_none() {
-        raw.process_match = found.driver.as_ref().map(|d| d.command.clone());
-    }
-    if let Some(server) = &found.server {
-        if raw.server_health_url.is_none() {
-            raw.server_health_url = Some(server.health_url.clone());
-        }
-        if raw.server_metrics_url.is_none() {
-            raw.server_metrics_url = server.metrics_url.clone();
+        if let Some(driver) = &found.driver {
+            raw.process_match = Some(driver.program.clone());
+            raw.process_dir = Some(PathBuf::from(&found.run_dir));
         }
     }
 }
@@ -131,7 +188,7 @@ fn scan_within(dir: &Path, wait: Duration) -> Option<Discovered> {
     std::thread::Builder::new()
         .name("discovery".into())
         .spawn(move || {
-            let _ = found.send(scan(&dir));
+            let _ = found.send(scan_once(&dir));
         })
         .ok()?;
     scanned.recv_timeout(wait).ok()
@@ -166,6 +223,19 @@ pub fn configure(raw: RawConfig) -> Result<Config, ConfigError> {
     for line in describe(&found) {
         tracing::info!("discovered: {line}");
     }
+    // A server or worker node follows no progress log: its run's id is read from the logs
+    // its run folder shows.
+    if let Some(identity) = config.run.as_mut().and_then(std::sync::Arc::get_mut) {
+        if identity.logs.is_empty() {
+            identity.logs = found.logs.iter().map(|l| PathBuf::from(&l.path)).collect();
+        }
+    }
+    if let Some(role) = found.role {
+        tracing::info!(
+            "discovered: this node's role in the run is {}",
+            role.as_str()
+        );
+    }
     config.discovered = Some((raw, found));
     Ok(config)
 }
@@ -193,14 +263,19 @@ pub fn describe(found: &Discovered) -> Vec<String> {
         None => lines.push("no driver process has a progress log open for writing".into()),
     }
     match &found.server {
+        Some(s) if !s.serves_http => lines.push(format!(
+            "{} server pid {} (by {}): a rank that serves no HTTP, not probed",
+            s.engine, s.pid, s.chosen_by
+        )),
         Some(s) => lines.push(format!(
-            "{} server pid {}: health {}, metrics {}",
+            "{} server pid {} (by {}): health {}, metrics {}",
             s.engine,
             s.pid,
+            s.chosen_by,
             s.health_url,
             s.metrics_url.as_deref().unwrap_or("not served")
         )),
-        None => lines.push("no SGLang or vLLM server process".into()),
+        None => lines.push("no SGLang or vLLM server process taken".into()),
     }
     lines.extend(found.notes.iter().cloned());
     lines
@@ -262,12 +337,25 @@ impl Discovery {
         let mut pending = None;
         let mut hung = false;
         let wait = Duration::from_secs_f64(crate::model::HUNG_AFTER);
+        // Only the scan's own thread locks it, and never two scans at once.
+        let table = Arc::new(Mutex::new(procs::Table::default()));
         loop {
             ticks.tick().await;
             let (scanning, since) = pending.get_or_insert_with(|| {
                 let scan_dir = dir.clone();
+                let table = Arc::clone(&table);
+                let held: Vec<u32> = [
+                    self.found.driver.as_ref().map(|d| d.pid),
+                    self.found.server.as_ref().map(|s| s.pid),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
                 (
-                    tokio::task::spawn_blocking(move || scan(&scan_dir)),
+                    tokio::task::spawn_blocking(move || {
+                        let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+                        scan(&scan_dir, &mut table, &held)
+                    }),
                     clock::now(),
                 )
             });
@@ -298,13 +386,25 @@ impl Discovery {
                 continue;
             };
             // A driver or server no longer seen stays the one probed: its absence is what
-            // ProcessExited and ServerDown are for, not a reason to stop looking.
+            // ProcessExited and ServerDown are for, not a reason to stop looking. Only the
+            // run's own next server (its driver's, or in its folder) replaces it, never one
+            // that is merely the only one left on the node.
             if found.driver.is_none() {
                 found.driver = self.found.driver.clone();
             }
-            if found.server.is_none() {
+            let replaces = |new: &DiscoveredServer| {
+                new.tied()
+                    || self
+                        .found
+                        .server
+                        .as_ref()
+                        .is_none_or(|old| old.pid == new.pid)
+            };
+            if !found.server.as_ref().is_some_and(replaces) {
                 found.server = self.found.server.clone();
             }
+            // The role is the start-up's: what a node is for does not change mid-run.
+            found.role = self.found.role;
             if found == self.found {
                 continue;
             }

@@ -131,7 +131,10 @@ impl LogSource {
     }
 
     fn restore(&mut self, snapshot: Snapshot, paths: &[String]) {
-        *self.run.lock().unwrap_or_else(|e| e.into_inner()) = Run::restored(snapshot.run, paths);
+        {
+            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            *run = Run::restored(snapshot.run, paths, &run);
+        }
         let mut positions = self.positions.lock().unwrap_or_else(|e| e.into_inner());
         for ((log, path), position) in self.pending.iter_mut().zip(paths).zip(positions.iter_mut())
         {

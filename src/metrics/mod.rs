@@ -85,13 +85,30 @@ pub fn encode(registry: &Registry, format: Exposition) -> String {
 impl Collector for RunCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         let now = crate::clock::now();
-        {
+        let identity = {
             let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;
             server::encode(&run, &mut enc)?;
             alerts::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
+            run.identity.clone()
+        };
+        // Outside the lock: until the run's id is known, finding it reads the log's head.
+        if let Some(identity) = identity {
+            let id = identity.id();
+            let labels = [
+                ("run", identity.label.run.as_str()),
+                ("run_id", id.as_str()),
+                ("role", identity.label.role.as_str()),
+            ];
+            family(
+                &mut enc,
+                "pulse_run_info",
+                "The run this node belongs to and its part in it (docs/many-nodes.md); always 1. Join by instance: sum by (run) (X * on (instance) group_left (run) pulse_run_info).",
+                MetricType::Gauge,
+                [(labels, ConstGauge::new(1i64))],
+            )?;
         }
         let version = env!("CARGO_PKG_VERSION");
         let labels = [("version", version), ("revision", self.revision)];

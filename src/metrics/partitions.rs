@@ -92,7 +92,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
         ),
         |o| &o.missing,
     )?;
-    histograms(enc, &views)?;
+    histograms(enc, &views, now)?;
     family(
         enc,
         "pulse_partition_stall_seconds",
@@ -191,10 +191,23 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
     Ok(())
 }
 
-/// Completion tokens per record, per partition with inspected outputs.
-fn histograms(enc: &mut DescriptorEncoder, views: &[PartitionView<'_>]) -> fmt::Result {
+/// How long after its last write a partition's token histogram is still exported: past the
+/// 10-minute window the shipped quantile rules take its rate over, it says nothing new, and a
+/// run of 50 partitions would otherwise keep 17 bucket series for each (docs/many-nodes.md).
+const HISTOGRAM_AFTER_WRITE: Seconds = 15.0 * 60.0;
+
+/// Completion tokens per record, per partition with inspected outputs written lately.
+fn histograms(
+    enc: &mut DescriptorEncoder,
+    views: &[PartitionView<'_>],
+    now: Seconds,
+) -> fmt::Result {
     let inspected: Vec<_> = views
         .iter()
+        .filter(|v| {
+            v.last_write
+                .is_some_and(|w| now - w <= HISTOGRAM_AFTER_WRITE)
+        })
         .filter_map(|v| Some((v.name, v.outputs.as_ref()?)))
         .filter(|(_, o)| o.token_histogram.count() > 0)
         .collect();

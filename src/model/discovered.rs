@@ -14,6 +14,9 @@ pub struct Discovered {
     pub inputs: Vec<String>,
     pub driver: Option<DiscoveredProcess>,
     pub server: Option<DiscoveredServer>,
+    /// The node's part in the run, read from the command lines; `None` where they say nothing.
+    #[serde(default)]
+    pub role: Option<crate::run_identity::Role>,
     /// What could not be looked at, said once (`/proc` of other users' processes).
     pub notes: Vec<String>,
 }
@@ -29,6 +32,10 @@ pub struct DiscoveredProcess {
     pub pid: u32,
     /// Its command line, arguments joined with spaces.
     pub command: String,
+    /// The program: the executable, and an interpreter's script or module. A driver is known
+    /// by it and its run folder, so one restarted with other arguments is still the driver.
+    #[serde(default)]
+    pub program: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,4 +53,26 @@ pub struct DiscoveredServer {
     /// A front end can answer while one of these is dead or stopped.
     #[serde(default)]
     pub workers: Vec<DiscoveredProcess>,
+    /// Why this server is the run's: the driver's connection to it, the run folder, or being
+    /// the only one on the node. Only a server tied to the run replaces one that went away.
+    #[serde(default)]
+    pub chosen_by: String,
+    /// Whether it serves the run's HTTP: not a rank above 0 (`--node-rank 1`) nor a headless
+    /// data-parallel engine (`vllm serve --headless`), which only compute.
+    #[serde(default = "yes")]
+    pub serves_http: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+impl DiscoveredServer {
+    /// Tied to the run (by the driver's connection or the run folder), not merely the only one.
+    pub fn tied(&self) -> bool {
+        self.chosen_by != ONLY_ONE
+    }
+}
+
+/// [`DiscoveredServer::chosen_by`] of the only server on a node.
+pub const ONLY_ONE: &str = "the only inference server on this node";

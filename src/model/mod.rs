@@ -17,7 +17,7 @@ mod records;
 mod server_log;
 mod window;
 
-pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer};
+pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{xid_label, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS};
 pub use node::{ProcessChange, ProcessState, ServerState};
@@ -156,6 +156,9 @@ pub struct Run {
     /// GPU time the run has held while a partition was being processed.
     #[serde(default)]
     pub gpu_seconds: f64,
+    /// The run this node belongs to (from the configuration); `None` on a node with no run.
+    #[serde(skip)]
+    pub identity: Option<std::sync::Arc<crate::run_identity::RunIdentity>>,
 }
 
 /// One alert instance, for `pulse_alert_firing`.
@@ -234,7 +237,11 @@ impl Run {
 
     /// A run restored from a snapshot, for the logs configured now: a log's counters (and the
     /// partition its progress lines belong to) carry over when its path was followed before.
-    pub fn restored(mut saved: Run, log_paths: &[String]) -> Run {
+    pub fn restored(mut saved: Run, log_paths: &[String], configured: &Run) -> Run {
+        // What the configuration gives is not in the snapshot: this start's stands.
+        saved.plan = configured.plan.clone();
+        saved.identity = configured.identity.clone();
+        saved.discovered = configured.discovered.clone();
         let mut old = std::mem::take(&mut saved.logs);
         saved.logs = log_paths
             .iter()

@@ -250,3 +250,36 @@ fn unparsed_lines_are_counted_and_change_nothing() {
     assert_eq!((run.logs[0].matched, run.logs[0].unparsed), (1, 1));
     assert_eq!(run.recent_lines.len(), 2);
 }
+
+#[test]
+fn a_restored_run_keeps_what_the_configuration_gives_now() {
+    let mut saved = one_log();
+    feed(
+        &mut saved,
+        &[(T0, "Processing: B1 (SHORT)"), (T0, "B1: 100 prompts")],
+    );
+    saved.plan.gpu_hour_price = Some(1.0);
+    let snapshot: Run = serde_json::from_str(&serde_json::to_string(&saved).unwrap()).unwrap();
+    let mut configured = one_log();
+    configured.plan.gpu_hour_price = Some(2.5);
+    configured.plan.deadline = Some(Deadline::AfterStart(3600.0));
+    let label = crate::run_identity::RunLabel {
+        run: "synth".into(),
+        role: crate::run_identity::Role::Driver,
+    };
+    configured.identity = Some(std::sync::Arc::new(crate::run_identity::RunIdentity::new(
+        label,
+        Vec::new(),
+    )));
+    let run = Run::restored(snapshot, &["/logs/inference.log".to_owned()], &configured);
+    assert_eq!(run.plan.gpu_hour_price, Some(2.5));
+    assert!(
+        run.plan.deadline.is_some(),
+        "the deadline given at this start"
+    );
+    assert_eq!(run.identity.as_ref().unwrap().label.run, "synth");
+    assert!(
+        run.partitions.contains_key("B1"),
+        "and the snapshot's progress"
+    );
+}

@@ -6,6 +6,11 @@ use std::path::{Path, PathBuf};
 pub enum ProcessTarget {
     /// A substring of `/proc/PID/cmdline` (arguments joined with spaces).
     Match(String),
+    /// A substring of the command line, of a process tied to the folder: working in it,
+    /// naming it in its arguments, or holding a file in it open. Discovery knows a driver by
+    /// its program and its run folder, so the same driver restarted with other arguments is
+    /// still the driver, and another run's copy of the program is not.
+    MatchIn(String, PathBuf),
     /// A file holding the pid.
     PidFile(PathBuf),
 }
@@ -20,9 +25,16 @@ pub fn find(target: &ProcessTarget, known: Option<u32>) -> Option<u32> {
             let pid = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
             alive(pid).then_some(pid)
         }
-        ProcessTarget::Match(needle) => {
-            let matches =
-                |pid: u32| cmdline(pid).is_some_and(|c| c.contains(needle.as_str())) && alive(pid);
+        ProcessTarget::Match(needle) | ProcessTarget::MatchIn(needle, _) => {
+            let dir = match target {
+                ProcessTarget::MatchIn(_, dir) => Some(dir.as_path()),
+                _ => None,
+            };
+            let matches = |pid: u32| {
+                cmdline(pid).is_some_and(|c| {
+                    c.contains(needle.as_str()) && dir.is_none_or(|d| tied(pid, &c, d))
+                }) && alive(pid)
+            };
             if let Some(pid) = known.filter(|pid| matches(*pid)) {
                 return Some(pid);
             }
@@ -38,6 +50,17 @@ pub fn find(target: &ProcessTarget, known: Option<u32>) -> Option<u32> {
             pids.into_iter().find(|pid| matches(*pid))
         }
     }
+}
+
+/// Whether the process works in `dir`, names it in its command line, or has a file in it open.
+fn tied(pid: u32, command: &str, dir: &Path) -> bool {
+    let base = PathBuf::from(format!("/proc/{pid}"));
+    std::fs::read_link(base.join("cwd")).is_ok_and(|c| c.starts_with(dir))
+        || command.contains(dir.to_string_lossy().as_ref())
+        || std::fs::read_dir(base.join("fd")).is_ok_and(|fds| {
+            fds.flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(dir)))
+        })
 }
 
 fn cmdline(pid: u32) -> Option<String> {

@@ -95,6 +95,13 @@ pub struct RunStatus {
     /// The above in one line, as the terminal, the page and the emails show it.
     #[serde(default)]
     pub outlook: String,
+    /// The run this node belongs to, its id once read, and the node's role in it.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub run_id: Option<String>,
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 impl RunStatus {
@@ -119,6 +126,9 @@ impl RunStatus {
             cost: p.cost,
             cost_projected: p.cost_projected,
             outlook: String::new(),
+            name: None,
+            run_id: None,
+            role: None,
         };
         run.outlook = run.outlook_line(now);
         run
@@ -368,7 +378,15 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         generated_at: now,
         model: run.model_name.clone(),
         healthy,
-        run: RunStatus::of(&projection, now),
+        run: RunStatus {
+            name: run.identity.as_ref().map(|i| i.label.run.clone()),
+            run_id: run.identity.as_ref().and_then(|i| i.known_id()),
+            role: run
+                .identity
+                .as_ref()
+                .map(|i| i.label.role.as_str().to_owned()),
+            ..RunStatus::of(&projection, now)
+        },
         partitions,
         gpus: run.gpus.as_ref().map(|g| {
             g.devices

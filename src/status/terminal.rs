@@ -74,14 +74,17 @@ pub fn render(status: &Status, color: bool) -> String {
     } else {
         p.red("STALLED")
     };
+    let r = &status.run;
+    let node = match (&r.name, &r.role) {
+        (Some(run), Some(role)) => format!("{} ({role} of run {run})", status.host),
+        _ => status.host.clone(),
+    };
     let _ = writeln!(
         s,
-        "{} · {} · {}   {verdict}",
+        "{} · {node} · {}   {verdict}",
         p.bold("pipeline-pulse"),
-        status.host,
         status.model.as_deref().unwrap_or("model unknown")
     );
-    let r = &status.run;
     let overall = (r.planned > 0).then(|| r.completed as f64 / r.planned as f64);
     let _ = writeln!(
         s,

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub mod prometheus;
 pub mod receiver;
+pub mod repo;
 pub mod smtp;
 pub mod tls;
 

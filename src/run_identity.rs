@@ -1,0 +1,242 @@
+//! Which run this node's series belong to, and the node's part in it (docs/many-nodes.md).
+//!
+//! One sidecar runs per node; a run can span nodes (SGLang's `--nnodes`, vLLM's Ray workers)
+//! and a fleet runs many. The run's name and id are exported once per node
+//! (`pulse_run_info`) rather than as a label on every series: PromQL joins them by
+//! `instance`, as dcgm-exporter's users join GPUs to jobs.
+
+use crate::stable_hash;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The node's part in its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The node whose driver writes the progress log: the run's progress is read here.
+    Driver,
+    /// An inference server's rank 0 (the one serving HTTP) without the driver.
+    Server,
+    /// A server rank above 0 or a Ray worker: its GPUs and its server log, no HTTP of its own.
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Driver => "driver",
+            Role::Server => "server",
+            Role::Worker => "worker",
+        }
+    }
+
+    /// Whether the node holds the run's progress: its logs, outputs and driver process. A
+    /// server or worker seeing the run folder on a shared file system leaves them to the
+    /// driver's node, or every run-wide sum would count them twice.
+    pub fn follows_progress(self) -> bool {
+        self == Role::Driver
+    }
+
+    /// Whether the node probes an inference server's HTTP that discovery finds: a worker's
+    /// server rank serves none (SGLang's ranks above 0 answer 404 or nothing), so a failing
+    /// URL there is not a server down.
+    pub fn probes_server(self) -> bool {
+        self != Role::Worker
+    }
+}
+
+/// The run's name and this node's role: what every alert and notification carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLabel {
+    pub run: String,
+    pub role: Role,
+}
+
+/// Folder names that say what a folder holds rather than which run it is: a log in
+/// `synth_100k/logs/` names the run `synth_100k`.
+const GENERIC: &[&str] = &["logs", "log", "output", "outputs", "out"];
+
+/// The run's name: the one given, else the run folder's, else the first progress log's
+/// folder (its parent where that folder's name is generic). `None`: no run on this node.
+pub fn name(given: Option<&str>, run_dir: Option<&Path>, logs: &[PathBuf]) -> Option<String> {
+    if let Some(name) = given {
+        return Some(name.to_owned());
+    }
+    let folder_name = |dir: &Path| {
+        let dir = crate::config::normalize(dir);
+        let mut named = dir.as_path();
+        while named
+            .file_name()
+            .is_some_and(|n| GENERIC.contains(&n.to_string_lossy().as_ref()))
+        {
+            named = named.parent()?;
+        }
+        named.file_name().map(|n| n.to_string_lossy().into_owned())
+    };
+    match run_dir {
+        Some(dir) => folder_name(dir),
+        None => logs
+            .first()
+            .and_then(|log| folder_name(log.parent().unwrap_or(Path::new(".")))),
+    }
+}
+
+/// The node's role: the one given, else the one discovery read from the command lines, else
+/// what the node watches (a progress log: the driver; a server: the server; only GPUs: a worker).
+pub fn role(
+    given: Option<Role>,
+    discovered: Option<Role>,
+    has_logs: bool,
+    has_server: bool,
+) -> Role {
+    given.or(discovered).unwrap_or(if has_logs {
+        Role::Driver
+    } else if has_server {
+        Role::Server
+    } else {
+        Role::Worker
+    })
+}
+
+/// How much of a log's start identifies it: its first line, or this much of an endless one
+/// (tqdm's `\r` frames count as lines).
+const HEAD: usize = 4096;
+
+/// The run on the wire: its label and a stable id.
+#[derive(Debug)]
+pub struct RunIdentity {
+    pub label: RunLabel,
+    /// Where the id is read from: the run's progress logs (on a worker, those its run
+    /// folder holds, which it does not follow).
+    pub logs: Vec<PathBuf>,
+    id: OnceLock<String>,
+}
+
+impl RunIdentity {
+    pub fn new(label: RunLabel, logs: Vec<PathBuf>) -> RunIdentity {
+        RunIdentity {
+            label,
+            logs,
+            id: OnceLock::new(),
+        }
+    }
+
+    /// The id, if [`RunIdentity::id`] has read it: for callers that must not do I/O.
+    pub fn known_id(&self) -> Option<String> {
+        self.id.get().cloned()
+    }
+
+    /// The run's id: its name hashed with the first progress log's inode and first line, so
+    /// the same across restarts of the sidecar and on every node that sees the run folder
+    /// (a shared file system gives them all the same inode), and new for the next run in the
+    /// same folder (a new log file). Until a log has a whole first line, the name's alone; it
+    /// is read once and then kept.
+    pub fn id(&self) -> String {
+        if let Some(id) = self.id.get() {
+            return id.clone();
+        }
+        let named = stable_hash::extend(stable_hash::EMPTY, self.label.run.bytes());
+        let mut sorted = self.logs.clone();
+        sorted.sort();
+        match sorted.iter().find_map(|log| log_identity(log)) {
+            Some((ino, head)) => {
+                let h = stable_hash::extend(named, ino.to_le_bytes().into_iter().chain(head));
+                self.id.get_or_init(|| short(h)).clone()
+            }
+            None => short(named),
+        }
+    }
+}
+
+fn short(h: u64) -> String {
+    format!("{:012x}", h >> 16)
+}
+
+/// A log's inode and its first line, once it has a whole one.
+fn log_identity(path: &Path) -> Option<(u64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path).ok()?;
+    let ino = file.metadata().ok()?.ino();
+    let mut head = Vec::with_capacity(HEAD);
+    file.take(HEAD as u64).read_to_end(&mut head).ok()?;
+    match head.iter().position(|b| *b == b'\n' || *b == b'\r') {
+        Some(end) => Some((ino, head[..end].to_vec())),
+        None if head.len() == HEAD => Some((ino, head)),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_named_for_its_folder_not_for_a_generic_one() {
+        let logs = [PathBuf::from("/data/synth_100k/logs/inference_all.log")];
+        assert_eq!(name(None, None, &logs).as_deref(), Some("synth_100k"));
+        assert_eq!(
+            name(None, Some(Path::new("/data/run7/")), &logs).as_deref(),
+            Some("run7")
+        );
+        assert_eq!(
+            name(Some("kimi-sft"), Some(Path::new("/data/run7")), &logs).as_deref(),
+            Some("kimi-sft")
+        );
+        assert_eq!(
+            name(None, None, &[PathBuf::from("/r/out/logs/p.log")]).as_deref(),
+            Some("r")
+        );
+        assert_eq!(name(None, None, &[]), None, "no log, no folder: no run");
+    }
+
+    #[test]
+    fn a_role_given_wins_then_discovery_then_what_is_watched() {
+        assert_eq!(
+            role(Some(Role::Worker), Some(Role::Driver), true, true),
+            Role::Worker
+        );
+        assert_eq!(role(None, Some(Role::Worker), true, false), Role::Worker);
+        assert_eq!(role(None, None, true, true), Role::Driver);
+        assert_eq!(role(None, None, false, true), Role::Server);
+        assert_eq!(role(None, None, false, false), Role::Worker);
+    }
+
+    fn identity(run: &str, logs: &[PathBuf]) -> RunIdentity {
+        let label = RunLabel {
+            run: run.into(),
+            role: Role::Driver,
+        };
+        RunIdentity::new(label, logs.to_vec())
+    }
+
+    #[test]
+    fn the_id_is_the_same_for_the_same_log_and_new_for_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("progress.log");
+        let before = identity("a", std::slice::from_ref(&log)).id();
+        assert_eq!(before, identity("a", &[]).id(), "no log yet: the name's");
+        std::fs::write(&log, "Model: m").unwrap();
+        assert_eq!(identity("a", std::slice::from_ref(&log)).id(), before);
+        std::fs::write(&log, "Model: m\n 3/10").unwrap();
+        let first = identity("a", std::slice::from_ref(&log));
+        let id = first.id();
+        assert_ne!(id, before, "a whole first line identifies the log");
+        assert_eq!(id.len(), 12);
+        std::fs::write(&log, "Model: m\n 9/10\n").unwrap();
+        assert_eq!(
+            identity("a", std::slice::from_ref(&log)).id(),
+            id,
+            "a restart of the sidecar, the log grown"
+        );
+        assert_ne!(identity("b", std::slice::from_ref(&log)).id(), id);
+        // The next run: a new file where the old one was.
+        let other = dir.path().join("keep");
+        std::fs::write(&other, "").unwrap();
+        std::fs::remove_file(&log).unwrap();
+        std::fs::write(&log, "Model: m2\n").unwrap();
+        assert_ne!(identity("a", std::slice::from_ref(&log)).id(), id);
+        assert_eq!(first.id(), id, "an id once read is kept");
+    }
+}
