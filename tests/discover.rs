@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -427,30 +426,6 @@ fn wait_status(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The labels of an exposition's one `pulse_run_info` sample; `None` without one.
-fn run_info(m: &Metrics) -> Option<BTreeMap<String, String>> {
-    let lines: Vec<&str> =
-        m.0.lines()
-            .filter(|l| l.starts_with("pulse_run_info{"))
-            .collect();
-    assert!(
-        lines.len() <= 1,
-        "pulse_run_info is exported once per sidecar, got {lines:?}"
-    );
-    let (series, value) = lines.first()?.rsplit_once(' ')?;
-    assert_eq!(value, "1", "pulse_run_info is always 1: {series} {value}");
-    let labels = series.strip_prefix("pulse_run_info{")?.strip_suffix('}')?;
-    Some(
-        labels
-            .split(',')
-            .filter_map(|pair| {
-                let (name, value) = pair.split_once('=')?;
-                Some((name.to_owned(), value.trim_matches('"').to_owned()))
-            })
-            .collect(),
-    )
 }
 
 #[test]

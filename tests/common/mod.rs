@@ -702,3 +702,27 @@ pub fn hour_of_history(state: &std::path::Path) -> u32 {
     std::fs::write(state.join("history.json"), history.to_string()).unwrap();
     start
 }
+
+/// The labels of an exposition's one `pulse_run_info` sample; `None` without one.
+pub fn run_info(m: &Metrics) -> Option<std::collections::BTreeMap<String, String>> {
+    let lines: Vec<&str> =
+        m.0.lines()
+            .filter(|l| l.starts_with("pulse_run_info{"))
+            .collect();
+    assert!(
+        lines.len() <= 1,
+        "pulse_run_info is exported once per sidecar, got {lines:?}"
+    );
+    let (series, value) = lines.first()?.rsplit_once(' ')?;
+    assert_eq!(value, "1", "pulse_run_info is always 1: {series} {value}");
+    let labels = series.strip_prefix("pulse_run_info{")?.strip_suffix('}')?;
+    Some(
+        labels
+            .split(',')
+            .filter_map(|pair| {
+                let (name, value) = pair.split_once('=')?;
+                Some((name.to_owned(), value.trim_matches('"').to_owned()))
+            })
+            .collect(),
+    )
+}
