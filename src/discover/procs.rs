@@ -41,7 +41,7 @@ const FULL_EVERY: u64 = 20;
 impl Table {
     /// Reads what is new in `/proc`; `held` are read again whatever they were.
     pub fn refresh(&mut self, dir: &Path, held: &[u32]) -> &[Proc] {
-        let full = self.scans % FULL_EVERY == 0;
+        let full = self.scans.is_multiple_of(FULL_EVERY);
         self.scans += 1;
         let mut before = std::mem::take(&mut self.procs).into_iter().peekable();
         for pid in pids() {
