@@ -128,6 +128,35 @@ impl RunIdentity {
         self.id.get().cloned()
     }
 
+    /// The id as known now, without I/O (a scrape must never wait on a file system): the name's
+    /// alone until [`RunIdentity::id`] has read the log.
+    pub fn current_id(&self) -> String {
+        self.known_id().unwrap_or_else(|| short(self.named()))
+    }
+
+    /// Reads the id on a thread of its own, again every few seconds until the log has a first
+    /// line: the log can be on a mount that hangs, and that thread is all it holds up.
+    pub fn resolve_in_background(self: &std::sync::Arc<Self>) {
+        let identity = std::sync::Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("run-id".into())
+            .spawn(move || {
+                while identity.known_id().is_none() {
+                    identity.id();
+                    if identity.known_id().is_none() {
+                        std::thread::sleep(std::time::Duration::from_secs(5));
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a thread to read the run's id: {e}; the name's stands");
+        }
+    }
+
+    fn named(&self) -> u64 {
+        stable_hash::extend(stable_hash::EMPTY, self.label.run.bytes())
+    }
+
     /// The run's id: its name hashed with the first progress log's inode and first line, so
     /// the same across restarts of the sidecar and on every node that sees the run folder
     /// (a shared file system gives them all the same inode), and new for the next run in the
@@ -137,7 +166,7 @@ impl RunIdentity {
         if let Some(id) = self.id.get() {
             return id.clone();
         }
-        let named = stable_hash::extend(stable_hash::EMPTY, self.label.run.bytes());
+        let named = self.named();
         let mut sorted = self.logs.clone();
         sorted.sort();
         match sorted.iter().find_map(|log| log_identity(log)) {
@@ -154,11 +183,23 @@ fn short(h: u64) -> String {
     format!("{:012x}", h >> 16)
 }
 
-/// A log's inode and its first line, once it has a whole one.
+/// A log's inode and its first line, once it has a whole one. Only a regular file: opening a
+/// FIFO would wait for a writer (and O_NONBLOCK keeps one swapped in after the check from it).
 fn log_identity(path: &Path) -> Option<(u64, Vec<u8>)> {
-    use std::os::unix::fs::MetadataExt;
-    let file = std::fs::File::open(path).ok()?;
-    let ino = file.metadata().ok()?.ino();
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() {
+        return None;
+    }
+    let ino = metadata.ino();
     let mut head = Vec::with_capacity(HEAD);
     file.take(HEAD as u64).read_to_end(&mut head).ok()?;
     match head.iter().position(|b| *b == b'\n' || *b == b'\r') {
@@ -209,6 +250,17 @@ mod tests {
             role: Role::Driver,
         };
         RunIdentity::new(label, logs.to_vec())
+    }
+
+    #[test]
+    fn a_fifo_gives_no_id_and_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("progress.log");
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let identity = identity("a", std::slice::from_ref(&fifo));
+        assert_eq!(identity.id(), identity.current_id(), "the name's alone");
+        assert_eq!(identity.known_id(), None);
     }
 
     #[test]

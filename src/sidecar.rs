@@ -91,6 +91,10 @@ fn gpu_reader(
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
     let run = read_once(config)?;
+    // Read here, as the logs were: `--once` waits on its files anyway.
+    if let Some(identity) = &config.run {
+        identity.id();
+    }
     Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
 }
 
@@ -167,6 +171,9 @@ pub async fn serve(
         .collect::<Result<_, _>>()?;
     let addr = addresses[0];
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
+    if let Some(identity) = &config.run {
+        identity.resolve_in_background();
+    }
     // With a run folder, discovery hands what it finds later to the sources and the probes.
     let discovery = Discovery::of(&config);
     let (logs, outputs, additions, probe_updates) = match &discovery {

@@ -94,9 +94,8 @@ impl Collector for RunCollector {
             sources::encode(&run, now, &mut enc)?;
             run.identity.clone()
         };
-        // Outside the lock: until the run's id is known, finding it reads the log's head.
         if let Some(identity) = identity {
-            let id = identity.id();
+            let id = identity.current_id();
             let labels = [
                 ("run", identity.label.run.as_str()),
                 ("run_id", id.as_str()),
