@@ -65,10 +65,21 @@ fn golden_lines(m: &Metrics) -> String {
         .collect()
 }
 
+/// The samples, copied now: a partition's token histogram is exported only for 15 minutes
+/// after its file was written, and a checkout can be older.
+fn fresh_samples() -> tempfile::TempDir {
+    let fresh = temp_dir();
+    for entry in std::fs::read_dir(SAMPLES).unwrap().flatten() {
+        std::fs::copy(entry.path(), fresh.path().join(entry.file_name())).unwrap();
+    }
+    fresh
+}
+
 #[test]
 fn every_batch_format_reads_as_its_provider_counts_it() {
+    let fresh = fresh_samples();
     for c in &COUNTED {
-        let m = run_once(Path::new(SAMPLES), &["--outputs", c.file]);
+        let m = run_once(fresh.path(), &["--outputs", c.file]);
         let get = |name: &str| m.partition(name, "default");
         let truncated: f64 = ["length", "max_tokens"]
             .iter()
@@ -117,12 +128,7 @@ fn every_batch_format_reads_as_its_provider_counts_it() {
 #[test]
 fn every_batch_format_reads_as_its_golden_exposition() {
     let samples = Path::new(SAMPLES);
-    // Read from a copy written now: a partition's token histogram is exported only for 15
-    // minutes after its file was written, and a checkout can be older.
-    let fresh = temp_dir();
-    for entry in std::fs::read_dir(samples).unwrap().flatten() {
-        std::fs::copy(entry.path(), fresh.path().join(entry.file_name())).unwrap();
-    }
+    let fresh = fresh_samples();
     let checked = check_goldens_of(samples, "jsonl", |name| {
         golden_lines(&run_once(fresh.path(), &["--outputs", name]))
     });
