@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod discover;
+pub mod fd_limit;
 pub mod gpu;
 pub mod http;
 pub mod http_client;

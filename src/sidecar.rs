@@ -46,14 +46,7 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
         run.clone(),
         state.clone(),
     );
-    let outputs = OutputSource::new(
-        &config.outputs,
-        &config.inputs,
-        config.max_record_bytes,
-        config.identity_cap,
-        run.clone(),
-        state.clone(),
-    );
+    let outputs = OutputSource::new(config, run.clone(), state.clone());
     Ok((run, logs, outputs, state))
 }
 

@@ -6,7 +6,7 @@
 
 use super::alerts::RawRule;
 use super::channels::RawWebhook;
-use super::{ConfigError, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
+use super::{ConfigError, FileWatch, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
 use crate::parse::Format;
 use crate::run_identity::Role;
 use serde::{Deserialize, Serialize};
@@ -214,6 +214,8 @@ keys! {
     gpu_hour_price: Option<f64> = Key { flag: Flag::Value("gpu-hour-price"), rule: "0 or more", ..key(Kind::Decimal("PRICE"), "the price of one GPU-hour, in any currency: the run's cost so far and projected, in the status, the page and every email") },
     partitions: Vec<RawPartition> = key(Kind::Tables("[[partitions]]", None), "per partition settings"),
     identity_cap: Option<usize> = Key { default: DefaultValue::Value("5000000"), ..key(Kind::Count(0, 1 << 30, "ids"), "distinct record ids remembered on this node (at most 14 bytes each); past it the unique counts are upper bounds, by at most `pulse_output_unique_records_error`") },
+    max_open_files: Option<usize> = Key { flag: Flag::Value("max-open-files"), default: DefaultValue::Value("128"), ..key(Kind::Count(1, 1 << 20, "files"), "output and input files kept open at once (those written in the last minute first); the others are closed, watched by `stat` and reopened where they were when they grow") },
+    file_watch: Option<FileWatch> = Key { flag: Flag::Value("file-watch"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "inotify", "poll"]), "how output and input files are seen to change: inotify on their folders where the kernel reports changes (polling on NFS, CIFS, FUSE, Lustre, overlay and other mounts it does not), inotify everywhere, or polling only") },
     max_record_bytes: Option<usize> = Key { default: DefaultValue::Value("16777216"), ..key(Kind::Count(1024, 1 << 30, "bytes"), "longer output records are counted but not parsed") },
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
     server_logs: Vec<PathBuf> = Key { flag: Flag::Repeat("server-log"), rule: "each file once, and not also a `[[logs]]` path", ..path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage") },

@@ -41,6 +41,19 @@ pub enum GpuMode {
     Simulated,
 }
 
+/// How changes to output and input files are noticed (`docs/configuration.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileWatch {
+    /// inotify where the kernel reports changes; polling on network, FUSE and overlay mounts.
+    #[default]
+    Auto,
+    /// inotify everywhere it is accepted.
+    Inotify,
+    /// `stat` every poll, as on a file system that reports nothing.
+    Poll,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -146,6 +159,9 @@ pub struct Config {
     pub max_record_bytes: usize,
     /// Distinct record ids remembered on this node, over every partition.
     pub identity_cap: usize,
+    /// Output and input files holding a descriptor at once.
+    pub max_open_files: usize,
+    pub file_watch: FileWatch,
     /// The deadline, budgets and price the run is held to.
     pub plan: crate::model::Plan,
     pub logs: Vec<LogConfig>,
@@ -301,6 +317,8 @@ impl RawConfig {
             snapshot_interval,
             max_record_bytes,
             identity_cap: key::identity_cap.count(self.identity_cap)?,
+            max_open_files: key::max_open_files.count(self.max_open_files)?,
+            file_watch: self.file_watch.unwrap_or_default(),
             plan: self.plan()?,
             logs,
             outputs,

@@ -76,6 +76,34 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut DescriptorEncoder) -> fmt::R
         "Output and input paths refused now for being no regular file (a FIFO, a socket, a device): never opened.",
         run.refused_files.len() as f64,
     )?;
+    let files = &run.output_files;
+    family(
+        enc,
+        "pulse_output_files",
+        "Output and input files followed, by whether they hold a file descriptor now (open: written in the last minute, or being read; closed: watched by stat and reopened where they were when they grow).",
+        MetricType::Gauge,
+        [("open", files.open), ("closed", files.followed - files.open.min(files.followed))]
+            .into_iter()
+            .filter(|_| files.followed > 0)
+            .map(|(state, n)| ([("state", state)], ConstGauge::new(n as i64))),
+    )?;
+    family(
+        enc,
+        "pulse_output_folders",
+        "Folders of output and input files, by how their changes are seen (inotify: the kernel reports them; poll: looked at every poll, on NFS, FUSE and other mounts inotify cannot watch).",
+        MetricType::Gauge,
+        [("inotify", files.watched_folders), ("poll", files.polled_folders)]
+            .into_iter()
+            .filter(|_| files.followed > 0)
+            .map(|(method, n)| ([("method", method)], ConstGauge::new(n as i64))),
+    )?;
+    family(
+        enc,
+        "pulse_fd_exhausted",
+        "Calls that failed for want of file descriptors (EMFILE, ENFILE); said in the log at most once a minute.",
+        MetricType::Counter,
+        std::iter::once(([] as [(&str, &str); 0], ConstCounter::new(crate::fd_limit::exhausted_total()))),
+    )?;
     family(
         enc,
         "pulse_collector_up",

@@ -45,6 +45,18 @@ pub const HUNG_AFTER: Seconds = 10.0;
 /// Partition name used when a format names none and no header announced one.
 pub const DEFAULT_PARTITION: &str = "default";
 
+/// How the output source holds and watches its files (`docs/formats.md`, many files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputFiles {
+    /// Output and input files followed.
+    pub followed: usize,
+    /// Of them, those holding a descriptor now.
+    pub open: usize,
+    /// Folders whose changes inotify reports, and folders polled instead.
+    pub watched_folders: usize,
+    pub polled_folders: usize,
+}
+
 /// The whole run as seen through its logs. Serializable: the state directory keeps it across
 /// sidecar restarts, together with the tail positions it corresponds to.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -119,6 +131,9 @@ pub struct Run {
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
     pub refused_files: std::collections::BTreeSet<String>,
+    /// How the output source holds and watches its files, as of its last pass.
+    #[serde(skip)]
+    pub output_files: OutputFiles,
     /// Alert instances pending or firing, as the alert engine last saw them.
     #[serde(skip)]
     pub alerts: Vec<AlertState>,

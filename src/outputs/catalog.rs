@@ -2,6 +2,11 @@
 //! positions waiting for their files. Nothing here touches the file system: the globs are
 //! expanded (and the found files identified) by a reader outside this lock, so a hung mount
 //! holds no lock that another reader, a snapshot or the model needs.
+//!
+//! The globs are evaluated again when a watched folder's listing changed (an entry created,
+//! removed or renamed: inotify says so, or a polled folder's modification time moved), when
+//! discovery adds one, and on a slow timer for what neither sees; never by walking every name
+//! each poll.
 
 use super::file::{Followed, Kind, SavedFile};
 use super::identity::Identities;
@@ -10,14 +15,20 @@ use crate::config::OutputConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the globs are evaluated again, and how often once no file has changed and none
-/// has appeared for `QUIET_AFTER`: a run between partitions, or finished.
-const GLOB_EVERY: Duration = Duration::from_secs(2);
-const GLOB_EVERY_QUIET: Duration = Duration::from_secs(10);
-const QUIET_AFTER: Duration = Duration::from_secs(60);
+/// The globs are evaluated at most this often, however often the folders change (a writer
+/// starting a new shard every second would otherwise have ten thousand names walked as often).
+const GLOB_AT_MOST: Duration = Duration::from_secs(2);
+/// And at least this often, for a folder nothing watches yet (a partition folder whose first
+/// file has not appeared, a base folder created later).
+const GLOB_AT_LEAST: Duration = Duration::from_secs(30);
+
+/// Files named one by one in the log per evaluation of the globs; the rest are summed up in
+/// one line (a sharded run folder has thousands).
+const SAY_FILES: usize = 20;
 
 /// A file a glob matched, with its device and inode when it could be read.
 pub(super) struct Found {
@@ -28,11 +39,26 @@ pub(super) struct Found {
 
 /// A followed file, with what it was found as: its kind, and its device and inode to tell a
 /// second spelling of it (neither needs the file's lock, which a stuck reader may hold).
+#[derive(Clone)]
 pub(super) struct Entry {
-    pub(super) file: Arc<Mutex<Followed>>,
+    pub(super) slot: Arc<Slot>,
     kind: Kind,
     id: Option<(u64, u64)>,
 }
+
+/// One file and what the reader knows of it without taking its lock.
+pub(super) struct Slot {
+    pub(super) file: Mutex<Followed>,
+    /// inotify named it since its last poll.
+    pub(super) dirty: AtomicBool,
+    /// Its folder is watched by inotify: it is polled only when named, or by the sweep.
+    pub(super) watched: AtomicBool,
+    /// Looked at every pass: it holds a descriptor (to be closed once quiet) or had a problem.
+    pub(super) hot: AtomicBool,
+}
+
+/// The followed files by path; shared with the reader for a pass, copied on write.
+pub(super) type Files = BTreeMap<PathBuf, Entry>;
 
 pub(super) struct Catalog {
     outputs: Vec<OutputConfig>,
@@ -42,10 +68,10 @@ pub(super) struct Catalog {
     max_record_bytes: usize,
     /// Every inspected output's ids, by partition; locked per record, never across I/O.
     ids: Arc<Mutex<Identities>>,
-    pub(super) files: BTreeMap<PathBuf, Entry>,
+    files: Arc<Files>,
     last_glob: Option<Instant>,
-    /// When a file last changed or appeared.
-    pub(super) last_change: Instant,
+    /// A folder's listing changed since the globs were last evaluated.
+    listing_changed: bool,
     /// Saved positions not yet matched to a file the globs found.
     saved: BTreeMap<String, SavedFile>,
     /// Files a second glob matched, already said once.
@@ -68,9 +94,9 @@ impl Catalog {
             inputs: inputs.to_vec(),
             max_record_bytes,
             ids: Arc::new(Mutex::new(Identities::new(identity_cap))),
-            files: BTreeMap::new(),
+            files: Arc::new(BTreeMap::new()),
             last_glob: None,
-            last_change: Instant::now(),
+            listing_changed: false,
             saved,
             overlaps: BTreeSet::new(),
             additions: None,
@@ -112,14 +138,16 @@ impl Catalog {
         added
     }
 
-    /// The globs to evaluate now, if it is time to.
-    pub(super) fn globs_due(&self) -> Option<Vec<(String, Kind)>> {
-        let every = if self.last_change.elapsed() >= QUIET_AFTER {
-            GLOB_EVERY_QUIET
-        } else {
-            GLOB_EVERY
+    /// The globs to evaluate now, if it is time to: `listing` says a watched folder's entries
+    /// changed (kept until the globs are evaluated, at most every [`GLOB_AT_MOST`]).
+    pub(super) fn globs_due(&mut self, listing: bool) -> Option<Vec<(String, Kind)>> {
+        self.listing_changed |= listing;
+        let due = match self.last_glob {
+            None => true,
+            Some(t) if self.listing_changed => t.elapsed() >= GLOB_AT_MOST,
+            Some(t) => t.elapsed() >= GLOB_AT_LEAST,
         };
-        if self.last_glob.is_some_and(|t| t.elapsed() < every) {
+        if !due {
             return None;
         }
         let outputs = self
@@ -135,7 +163,9 @@ impl Catalog {
     /// start, or from a saved position. Returns whether any was new.
     pub(super) fn add(&mut self, found: Vec<Found>) -> bool {
         self.last_glob = Some(Instant::now());
+        self.listing_changed = false;
         let known = self.files.len();
+        let mut said = 0;
         for Found { path, kind, id } in found {
             // Said once already: no need to look at the file again every evaluation.
             if self.overlaps.contains(&(path.clone(), kind)) {
@@ -167,12 +197,15 @@ impl Catalog {
             let partition = partition.unwrap_or_else(|| super::partition_of(&path));
             let key = path.display().to_string();
             let resume = self.saved.remove(&key).filter(|s| s.kind == kind);
-            tracing::info!(
-                path = %key,
-                partition = %partition,
-                "following {} {key} (partition {partition})",
-                kind.noun()
-            );
+            said += 1;
+            if said <= SAY_FILES {
+                tracing::info!(
+                    path = %key,
+                    partition = %partition,
+                    "following {} {key} (partition {partition})",
+                    kind.noun()
+                );
+            }
             let file = Followed::new(
                 &path,
                 kind,
@@ -182,14 +215,22 @@ impl Catalog {
                 self.max_record_bytes,
                 resume,
             );
-            let file = Arc::new(Mutex::new(file));
-            self.files.insert(path, Entry { file, kind, id });
+            let slot = Arc::new(Slot {
+                file: Mutex::new(file),
+                dirty: AtomicBool::new(false),
+                watched: AtomicBool::new(false),
+                hot: AtomicBool::new(true),
+            });
+            Arc::make_mut(&mut self.files).insert(path, Entry { slot, kind, id });
         }
-        let added = self.files.len() != known;
-        if added {
-            self.last_change = Instant::now();
+        if said > SAY_FILES {
+            tracing::info!(
+                "following {} more output and input files ({} in all); `pipeline-pulse status` lists them by partition",
+                said - SAY_FILES,
+                self.files.len()
+            );
         }
-        added
+        self.files.len() != known
     }
 
     /// The entry that follows this file already under another spelling or through a symlink.
@@ -202,11 +243,14 @@ impl Catalog {
     }
 
     /// The followed files, to be read one by one without this lock.
-    pub(super) fn entries(&self) -> Vec<(PathBuf, Arc<Mutex<Followed>>)> {
-        self.files
-            .iter()
-            .map(|(path, entry)| (path.clone(), entry.file.clone()))
-            .collect()
+    pub(super) fn files(&self) -> Arc<Files> {
+        self.files.clone()
+    }
+
+    /// The globs, for the folders to watch.
+    pub(super) fn globs(&self) -> impl Iterator<Item = &str> {
+        let outputs = self.outputs.iter().map(|o| o.glob.as_str());
+        outputs.chain(self.inputs.iter().map(String::as_str))
     }
 }
 
@@ -219,8 +263,13 @@ fn inspector(output: &OutputConfig) -> Option<Arc<Inspector>> {
 /// What the globs match now but folders, each with its identity; unreadable directories are
 /// skipped. A FIFO or socket is matched too, to be refused by its follower with a message
 /// (never opened). `at` is told each glob before it is evaluated: a glob over a hung mount
-/// does not return, and must be named.
-pub(super) fn expand(globs: &[(String, Kind)], at: &mut dyn FnMut(&str)) -> Vec<Found> {
+/// does not return, and must be named. A path already followed as the same kind is passed by
+/// without a `stat`: ten thousand known shards cost a walk of their names, no more.
+pub(super) fn expand(
+    globs: &[(String, Kind)],
+    known: &Files,
+    at: &mut dyn FnMut(&str),
+) -> Vec<Found> {
     let mut found = Vec::new();
     for (glob, kind) in globs {
         at(glob);
@@ -228,6 +277,9 @@ pub(super) fn expand(globs: &[(String, Kind)], at: &mut dyn FnMut(&str)) -> Vec<
             continue; // validated in config; unreachable in practice
         };
         for path in paths.filter_map(Result::ok) {
+            if known.get(&path).is_some_and(|e| e.kind == *kind) {
+                continue;
+            }
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };

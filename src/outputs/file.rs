@@ -18,6 +18,9 @@ const BATCH_BYTES: u64 = 8 * 1024 * 1024;
 /// only every `QUIET_EVERY` polls (1 s) until it changes again.
 const QUIET_POLLS: u32 = 120;
 const QUIET_EVERY: u32 = 4;
+/// A file last written longer ago than this is closed once read: a writer that pauses longer
+/// costs one `open` when it writes again, while a folder of finished shards holds nothing.
+const KEEP_OPEN: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub(super) enum Kind {
@@ -64,8 +67,9 @@ pub(super) struct Followed {
     stats: OutputStats,
     /// A saved position to continue from, taken up at the first poll (it opens the file).
     resume: Option<SavedFile>,
-    /// The last problem reported for this file, so a lasting one is logged once.
-    problem: Option<String>,
+    /// The last problem reported for this file, so a lasting one is logged once, and whether
+    /// it was said (a want of descriptors is said for all files at once, by `fd_limit`).
+    problem: Option<(String, bool)>,
     /// The modification time last copied into the model (`Some(None)` when it had none).
     published: Option<Option<std::time::SystemTime>>,
     /// Polls in a row that found nothing new.
@@ -184,7 +188,7 @@ impl Followed {
             let polled = match result {
                 Ok(polled) => polled,
                 Err(e) => {
-                    self.report(path, e.to_string());
+                    self.report(path, &e);
                     if self.follower.refusing() {
                         let key = path.display().to_string();
                         run.lock()
@@ -201,8 +205,10 @@ impl Followed {
                 touched = true;
             }
             if !polled.more {
-                if self.problem.take().is_some() {
-                    tracing::info!(path = %path.display(), "reading {} again", path.display());
+                if let Some((_, said)) = self.problem.take() {
+                    if said {
+                        tracing::info!(path = %path.display(), "reading {} again", path.display());
+                    }
                     let key = path.display().to_string();
                     run.lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -251,11 +257,37 @@ impl Followed {
         }
     }
 
-    fn report(&mut self, path: &Path, message: String) {
-        if self.problem.as_deref() != Some(message.as_str()) {
-            tracing::warn!(path = %path.display(), "{message}");
-            self.problem = Some(message);
+    fn report(&mut self, path: &Path, e: &crate::tail::TailError) {
+        let quiet = crate::fd_limit::note(&e.source);
+        let message = e.to_string();
+        if self.problem.as_ref().is_none_or(|(m, _)| *m != message) {
+            if !quiet {
+                tracing::warn!(path = %path.display(), "{message}");
+            }
+            self.problem = Some((message, !quiet));
         }
+    }
+
+    /// Whether the last poll failed: it is tried again every poll.
+    pub(super) fn has_problem(&self) -> bool {
+        self.problem.is_some()
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        self.follower.is_open()
+    }
+
+    /// Closes the file unless it was written within [`KEEP_OPEN`] of `now` (and `full` says
+    /// there is room for it). Returns whether a descriptor was released.
+    pub(super) fn close_if_quiet(&mut self, now: f64, full: bool) -> bool {
+        let recent = self
+            .follower
+            .modified()
+            .is_some_and(|m| now - clock::unix_seconds(m) < KEEP_OPEN.as_secs_f64());
+        if recent && !full {
+            return false;
+        }
+        self.follower.close()
     }
 }
 

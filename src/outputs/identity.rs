@@ -8,8 +8,9 @@
 //! whose id is not known counts as distinct, unchecked, and the distinct count is at most the
 //! unchecked records too high (docs/formats.md#identity-duplicates-and-passes).
 
-/// The smallest table: a file of a few records costs 8 KiB.
-const SMALLEST: usize = 1024;
+/// The smallest table: a file of a few records costs 128 bytes, so ten thousand small shards
+/// cost a megabyte or two rather than the 80 MiB a 1,024-slot start would.
+const SMALLEST: usize = 16;
 
 /// What a record's id was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,12 @@
 //!
 //! The files are read on a reader thread ([`reader`]) that this source waits for; a reader
 //! stuck in a call that does not return is left behind, and a new one reads the other files.
+//!
+//! A run folder may hold thousands of files (sharded outputs) of which a few are written at a
+//! time, so the work and the descriptors grow with those: only files written in the last
+//! minute stay open (at most `max_open_files`), the others are closed and reopened where they
+//! were when they grow, and which files changed is learnt from inotify on their folders
+//! ([`watch`]) where the kernel reports it.
 
 mod catalog;
 mod file;
@@ -16,8 +22,9 @@ mod lookup;
 mod reader;
 pub mod record;
 mod scan;
+mod watch;
 
-use crate::config::OutputConfig;
+use crate::config::{Config, OutputConfig};
 use crate::model::{Run, DEFAULT_PARTITION};
 use crate::state::StateDir;
 use catalog::Catalog;
@@ -44,31 +51,36 @@ pub struct OutputSource {
     /// The snapshot as last saved: a file held by a reader (one stuck on it, maybe) keeps the
     /// entry it had, the last position it completed.
     snapshot: BTreeMap<String, SavedFile>,
+    /// The readers' change count the snapshot was saved at: an unchanged run is not written
+    /// again (ten thousand positions are a few megabytes).
+    saved_at: u64,
 }
 
 impl OutputSource {
-    pub fn new(
-        outputs: &[OutputConfig],
-        inputs: &[String],
-        max_record_bytes: usize,
-        identity_cap: usize,
-        run: Arc<Mutex<Run>>,
-        state: Option<StateDir>,
-    ) -> OutputSource {
+    /// The source of `config`'s outputs and inputs.
+    pub fn new(config: &Config, run: Arc<Mutex<Run>>, state: Option<StateDir>) -> OutputSource {
         let saved = state
             .as_ref()
             .and_then(|s| s.load_json(SNAPSHOT))
             .unwrap_or_default();
-        if !outputs.is_empty() || !inputs.is_empty() {
+        if !config.outputs.is_empty() || !config.inputs.is_empty() {
             let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
             run.expect_collector("outputs");
         }
-        let catalog = Catalog::new(outputs, inputs, max_record_bytes, identity_cap, saved);
+        let catalog = Catalog::new(
+            &config.outputs,
+            &config.inputs,
+            config.max_record_bytes,
+            config.identity_cap,
+            saved,
+        );
+        let shared = Shared::new(catalog, run, config.max_open_files, config.file_watch);
         OutputSource {
-            shared: Arc::new(Shared::new(catalog, run)),
+            shared: Arc::new(shared),
             reader: None,
             state,
             snapshot: BTreeMap::new(),
+            saved_at: 0,
         }
     }
 
@@ -132,9 +144,17 @@ impl OutputSource {
         let Some(state) = &self.state else {
             return;
         };
-        let entries = self.shared.catalog().entries();
-        for (path, file) in entries {
-            let file = match file.try_lock() {
+        let changes = self
+            .shared
+            .changes
+            .load(std::sync::atomic::Ordering::Acquire);
+        if changes == self.saved_at {
+            return;
+        }
+        self.saved_at = changes;
+        let files = self.shared.catalog().files();
+        for (path, entry) in files.iter() {
+            let file = match entry.slot.file.try_lock() {
                 Ok(file) => file,
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(TryLockError::WouldBlock) => continue,

@@ -8,18 +8,43 @@
 //! The old reader, once its call returns, finishes that file (nothing read is lost or counted
 //! twice), sees it was left behind and ends. Threads: one, plus one per call that does not
 //! return.
+//!
+//! A pass reads only what changed: the files inotify named, the files in folders it cannot
+//! watch (polled, as before), and those with a problem; a file written in the last minute
+//! keeps its descriptor, any other is closed once read (and so are the least recent beyond
+//! `max_open_files`). Every file is looked at once every [`SWEEP_EVERY`] whatever was said.
 
-use super::catalog::{expand, Catalog};
+use super::catalog::{expand, Catalog, Entry, Files};
+use super::watch::{self, Watcher};
 use crate::clock;
-use crate::model::Run;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::config::FileWatch;
+use crate::model::{OutputFiles, Run};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
+
+/// Every file is looked at this often even in a watched folder: the net for a change inotify
+/// does not report (a write through `mmap`, a lost event queue that went unnoticed).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// What every reader shares.
 pub(super) struct Shared {
     pub(super) catalog: Mutex<Catalog>,
     pub(super) run: Arc<Mutex<Run>>,
+    /// Locked by the reader that looks at the folders; a reader stuck in a folder's `stat`
+    /// holds it, and the next one reads every file as a polled one until it is back.
+    watcher: Mutex<Watcher>,
+    /// Files holding a descriptor now, and how many may.
+    open_files: AtomicUsize,
+    max_open: usize,
+    /// When every file was last looked at.
+    last_sweep: Mutex<Option<Instant>>,
+    /// The files the last pass left hot (open, or with a problem): the next looks at them.
+    hot: Mutex<Vec<PathBuf>>,
+    /// Goes up with every pass that changed a count or found a file: the snapshot is written
+    /// only when it moved.
+    pub(super) changes: AtomicU64,
     /// Raised each time a stuck reader is left behind: a reader that sees it raised ends.
     generation: AtomicU64,
     /// A reader is evaluating the globs: the next one does not, so that a glob over a hung
@@ -28,10 +53,21 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn new(catalog: Catalog, run: Arc<Mutex<Run>>) -> Shared {
+    pub(super) fn new(
+        catalog: Catalog,
+        run: Arc<Mutex<Run>>,
+        max_open: usize,
+        watch: FileWatch,
+    ) -> Shared {
         Shared {
             catalog: Mutex::new(catalog),
             run,
+            watcher: Mutex::new(Watcher::new(watch)),
+            open_files: AtomicUsize::new(0),
+            max_open,
+            last_sweep: Mutex::new(None),
+            hot: Mutex::new(Vec::new()),
+            changes: AtomicU64::new(1),
             generation: AtomicU64::new(0),
             globbing: AtomicBool::new(false),
         }
@@ -87,6 +123,8 @@ impl Reader {
     /// Starts a reader; any reader before it is left behind.
     pub(super) fn start(shared: &Arc<Shared>) -> std::io::Result<Reader> {
         let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        // The one left behind may have taken the hot files with it: look at every file.
+        *shared.last_sweep.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let (asks, asked) = mpsc::channel::<()>();
         let (finished, done) = mpsc::channel();
         let progress = Arc::new(Progress {
@@ -188,10 +226,24 @@ impl Drop for Reading<'_> {
     }
 }
 
-/// Evaluates the globs if due, then reads every file it can take to its end. Returns false
-/// when the reader was left behind on the way and must end.
+/// Evaluates the globs if due, then reads every file that changed (or may have) to its end.
+/// Returns false when the reader was left behind on the way and must end.
 fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     let run = &shared.run;
+    // What the folders say; `None` while another reader is stuck looking at one.
+    let changes = match shared.watcher.try_lock() {
+        Ok(mut watcher) => {
+            let mut reading = None;
+            let changes = watcher.changes(&mut |dir| {
+                reading = None;
+                reading = Some(Reading::at(run, dir.display().to_string(), progress));
+            });
+            Some(changes)
+        }
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner().changes(&mut |_| {})),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    let listing = changes.as_ref().is_none_or(|c| c.listing);
     let globs = {
         let mut catalog = shared.catalog();
         if catalog.take_additions() {
@@ -202,53 +254,161 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
             return true;
         }
         catalog
-            .globs_due()
+            .globs_due(listing)
             .filter(|_| !shared.globbing.swap(true, Ordering::AcqRel))
     };
     let started = Instant::now();
     let mut changed = false;
+    let globbed = globs.is_some();
     if let Some(globs) = globs {
+        let known = shared.catalog().files();
         let mut reading = None;
-        let found = expand(&globs, &mut |glob| {
+        let found = expand(&globs, &known, &mut |glob| {
             reading = None;
             reading = Some(Reading::at(run, glob.to_owned(), progress));
         });
-        drop(reading);
+        drop((reading, known));
         changed |= shared.catalog().add(found);
+        watch_folders(shared, run, progress);
         shared.globbing.store(false, Ordering::Release);
     }
-    let entries = shared.catalog().entries();
+    let files = shared.catalog().files();
+    if let Some(changes) = &changes {
+        for path in &changes.files {
+            if let Some(entry) = files.get(path) {
+                entry.slot.dirty.store(true, Ordering::Release);
+            }
+        }
+    }
+    let sweep = {
+        let mut last = shared.last_sweep.lock().unwrap_or_else(|e| e.into_inner());
+        let due = changes.as_ref().is_some_and(|c| c.lost)
+            || last.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    };
+    // Without word from the folders, every file is read as a polled one.
+    let blind = changes.is_none();
+    let (_, polled_folders) = shared.watcher.try_lock().map_or((0, 1), |w| w.counts());
+    // The files to look at: every one when something may have been missed, else only those
+    // inotify named and those kept hot by the last pass. An idle pass over ten thousand quiet
+    // files touches none of them.
+    let kept = std::mem::take(&mut *shared.hot.lock().unwrap_or_else(|e| e.into_inner()));
+    let visit: Vec<(&PathBuf, &Entry)> = if sweep || blind || globbed || polled_folders > 0 {
+        files.iter().collect()
+    } else {
+        let named = changes.iter().flat_map(|c| c.files.iter());
+        let mut visit: Vec<_> = kept
+            .iter()
+            .chain(named)
+            .filter_map(|p| files.get_key_value(p))
+            .collect();
+        visit.sort_unstable_by_key(|(p, _)| *p);
+        visit.dedup_by_key(|(p, _)| *p);
+        visit
+    };
+    let mut keep = Vec::new();
+    let now = clock::now();
     let mut all_up = true;
-    for (path, file) in entries {
+    for (path, entry) in visit {
         if shared.left_behind(generation) {
             return false;
         }
-        let mut file = match file.try_lock() {
+        let slot = &entry.slot;
+        let dirty = slot.dirty.swap(false, Ordering::AcqRel);
+        let watched = slot.watched.load(Ordering::Acquire) && !blind;
+        if !(sweep || dirty || !watched || slot.hot.load(Ordering::Acquire)) {
+            continue;
+        }
+        let mut file = match slot.file.try_lock() {
             Ok(file) => file,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             // A reader left behind is stuck on it; it is reported hung from there.
-            Err(TryLockError::WouldBlock) => continue,
+            Err(TryLockError::WouldBlock) => {
+                slot.dirty.fetch_or(dirty, Ordering::AcqRel);
+                continue;
+            }
         };
-        if !file.due() {
-            continue;
+        let was_open = file.is_open();
+        let due = sweep || dirty || ((!watched || file.has_problem()) && file.due());
+        if due {
+            let reading = Reading::at(run, path.display().to_string(), progress);
+            let polled = file.poll(path, run, &|| {
+                reading.progress();
+                progress.made();
+            });
+            drop(reading);
+            all_up &= polled.up;
+            changed |= polled.touched;
         }
-        let reading = Reading::at(run, path.display().to_string(), progress);
-        let polled = file.poll(&path, run, &|| {
-            reading.progress();
-            progress.made();
-        });
-        drop(reading);
-        all_up &= polled.up;
-        changed |= polled.touched;
+        let open = file.is_open();
+        let count = match (was_open, open) {
+            (false, true) => shared.open_files.fetch_add(1, Ordering::AcqRel) + 1,
+            (true, false) => shared.open_files.fetch_sub(1, Ordering::AcqRel) - 1,
+            _ => shared.open_files.load(Ordering::Acquire),
+        };
+        if open && file.close_if_quiet(now, count > shared.max_open) {
+            shared.open_files.fetch_sub(1, Ordering::AcqRel);
+        }
+        let hot = file.is_open() || file.has_problem();
+        slot.hot.store(hot, Ordering::Release);
+        if hot {
+            keep.push(path.clone());
+        }
     }
+    *shared.hot.lock().unwrap_or_else(|e| e.into_inner()) = keep;
     if shared.left_behind(generation) {
         return false;
     }
     if changed {
-        shared.catalog().last_change = Instant::now();
+        shared.changes.fetch_add(1, Ordering::AcqRel);
     }
+    let (watched_folders, polled_folders) = shared
+        .watcher
+        .try_lock()
+        .map_or((0, polled_folders), |w| w.counts());
     let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+    run.output_files = OutputFiles {
+        followed: files.len(),
+        open: shared.open_files.load(Ordering::Acquire),
+        watched_folders,
+        polled_folders,
+    };
     run.note_output_tokens(clock::now(), changed);
     run.set_collector("outputs", all_up, started.elapsed().as_secs_f64());
     true
+}
+
+/// Watches the folders the globs matched in (each at most once), and marks each file by
+/// whether inotify reports its folder's changes. A file whose folder became watched is read
+/// once more, for what was written before the watch began.
+fn watch_folders(shared: &Shared, run: &Mutex<Run>, progress: &Progress) {
+    let (globs, files): (Vec<String>, Arc<Files>) = {
+        let catalog = shared.catalog();
+        (
+            catalog.globs().map(str::to_owned).collect(),
+            catalog.files(),
+        )
+    };
+    let Ok(mut watcher) = shared.watcher.try_lock() else {
+        return;
+    };
+    let folders = watch::folders(
+        globs.iter().map(String::as_str),
+        files.keys().map(|p| p.as_path()),
+    );
+    for folder in &folders {
+        let _reading = Reading::at(run, folder.display().to_string(), progress);
+        watcher.watch(folder);
+    }
+    for (path, entry) in files.iter() {
+        let watched = path.parent().is_some_and(|dir| watcher.watch(dir));
+        if watched && !entry.slot.watched.swap(true, Ordering::AcqRel) {
+            entry.slot.dirty.store(true, Ordering::Release);
+        } else if !watched {
+            entry.slot.watched.store(false, Ordering::Release);
+        }
+    }
 }

@@ -143,6 +143,9 @@ pub struct Follower {
     behind: bool,
     /// The path is no regular file now.
     refusing: bool,
+    /// Where the current file stands while it is closed ([`Follower::close`]): reopened there
+    /// when the file is seen to change.
+    closed: Option<Position>,
 }
 
 impl Open {
@@ -184,6 +187,7 @@ impl Follower {
             seen: None,
             behind: false,
             refusing: false,
+            closed: None,
         }
     }
 
@@ -275,7 +279,7 @@ impl Follower {
             && seen == self.seen
             && self.draining.is_empty()
             && !self.behind
-            && self.current.is_some()
+            && (self.current.is_some() || self.closed.is_some())
         {
             return Ok(Polled {
                 present: true,
@@ -284,6 +288,7 @@ impl Follower {
         }
         if let Some(meta) = &meta {
             let id = FileId::of(meta);
+            self.reopen(id, &mut on_line)?;
             match &mut self.current {
                 Some(open) if open.id == id => {
                     let rewritten = meta.len() > open.offset
@@ -337,6 +342,75 @@ impl Follower {
             present: meta.is_some() || self.current.is_some(),
             more,
         })
+    }
+
+    /// Closes the current file, keeping where it stands, so that a file nobody writes holds no
+    /// descriptor (a run folder may hold thousands of finished shards). The next poll that
+    /// finds the path changed reopens it at that position, after the identity check a restart
+    /// makes: the same file continues where it was, a replaced or rewritten one is read anew
+    /// from its start (with a [`Tailed::Reset`]), never on top. A follower that is draining a
+    /// rotated file or is behind keeps its files. Returns whether a descriptor was released.
+    pub fn close(&mut self) -> bool {
+        if !self.draining.is_empty() || self.behind {
+            return false;
+        }
+        let Some(open) = self.current.take() else {
+            return false;
+        };
+        match position::position_of(&open) {
+            Some(position) => {
+                self.closed = Some(position);
+                self.buf = Vec::new();
+                true
+            }
+            None => {
+                // Its first bytes could not be read back: keep it open rather than lose the
+                // place.
+                self.current = Some(open);
+                false
+            }
+        }
+    }
+
+    /// Whether the follower holds a descriptor.
+    pub fn is_open(&self) -> bool {
+        self.current.is_some() || !self.draining.is_empty()
+    }
+
+    /// Reopens a closed file now that its path changed (`id` is what is at the path now): in
+    /// place when it is the file that was closed and still holds what was read, else counted
+    /// anew. An error (out of descriptors) keeps the position for the next poll.
+    fn reopen<F: FnMut(Tailed<'_>)>(
+        &mut self,
+        id: FileId,
+        on_line: &mut F,
+    ) -> Result<(), TailError> {
+        let Some(position) = self.closed.take() else {
+            return Ok(());
+        };
+        let file = match open_nonblocking(&self.path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => {
+                self.closed = Some(position);
+                return Err(self.error(e));
+            }
+        };
+        match file {
+            Some(file) if position.matches(&file) => {
+                self.current = Some(position.reopen(file));
+            }
+            _ => {
+                if position.id() == id {
+                    self.stats.truncations += 1;
+                } else {
+                    self.stats.rotations += 1;
+                    self.switches += 1;
+                }
+                on_line(Tailed::Reset);
+            }
+        }
+        Ok(())
     }
 
     /// The file now at the path: one we are draining already (a restart found it before the

@@ -71,7 +71,7 @@ pub(super) fn keep_last(before: &mut Vec<u8>, chunk: &[u8]) {
 }
 
 impl Position {
-    fn id(&self) -> FileId {
+    pub(super) fn id(&self) -> FileId {
         FileId {
             dev: self.dev,
             ino: self.ino,
@@ -79,7 +79,7 @@ impl Position {
     }
 
     /// Whether `file` is the file this position was taken in, and still holds what we read.
-    fn matches(&self, file: &File) -> bool {
+    pub(super) fn matches(&self, file: &File) -> bool {
         let Ok(meta) = file.metadata() else {
             return false;
         };
@@ -89,7 +89,7 @@ impl Position {
             && bytes_match(file, self.offset, &self.before)
     }
 
-    fn reopen(&self, file: File) -> Open {
+    pub(super) fn reopen(&self, file: File) -> Open {
         let mut open = Open::new(file, self.id());
         open.offset = self.offset;
         open.before = self.before.clone();
@@ -113,7 +113,10 @@ pub struct Resumed {
 impl Follower {
     /// Where to resume the current file after a restart: the start of its unfinished line.
     pub fn position(&self) -> Option<Position> {
-        position_of(self.current.as_ref()?)
+        match &self.current {
+            Some(open) => position_of(open),
+            None => self.closed.clone(),
+        }
     }
 
     /// Where to resume each rotated-away file still being drained, oldest first.
@@ -189,7 +192,7 @@ impl Follower {
     }
 }
 
-fn position_of(open: &Open) -> Option<Position> {
+pub(super) fn position_of(open: &Open) -> Option<Position> {
     let offset = if open.discarding {
         open.offset
     } else {
