@@ -150,6 +150,9 @@ pub async fn serve(
     on_listening: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    // Thousands of output files need no more descriptors than the default soft limit gives
+    // (they are closed when quiet), but the hard limit is there to be used, as Go does.
+    crate::fd_limit::raise();
     // Bind first: a taken port should fail start-up before anything else happens.
     let mut listeners = Vec::new();
     for address in &config.listen {

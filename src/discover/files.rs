@@ -2,6 +2,7 @@
 
 use crate::log_source::detect_now;
 use crate::parse::{ansi, Format, ServerLog};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Output files by name, as pipelines name them (and the OpenAI Batch API's downloads, and
@@ -79,39 +80,135 @@ pub fn classify(path: &Path) -> Format {
     detect_now(path).map_or(Format::Auto, |(format, _)| format)
 }
 
+/// Shards: a partition's records split over numbered files (`part-00000.jsonl`,
+/// `shard-00013.jsonl`, Hugging Face's `train-00003-of-00040.jsonl`, `data-7.jsonl`). A name
+/// of one of these shapes is a shard even alone in its folder; any other numbered name
+/// (`chunk_0007.jsonl`, `00013.jsonl`) is one when its folder holds another of its shape.
+const SHARD_NAMES: [&str; 4] = ["part-*", "shard-*", "*-of-*", "data-*"];
+/// Words that make a shard an input (`prompts-00003.jsonl` is also a named input family).
+const INPUT_WORDS: [&str; 5] = ["prompt", "input", "question", "request", "query"];
+/// JSONL files passed over that `discover` names one by one; the rest are counted.
+const NAME_PASSED_OVER: usize = 10;
+
+/// What the JSONL files under a run folder were taken as.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Jsonl {
+    /// Output and input globs, one per folder layout and name family (or shard shape).
+    pub outputs: Vec<String>,
+    pub inputs: Vec<String>,
+    /// Files each glob matched when found.
+    pub counts: BTreeMap<String, usize>,
+    /// JSONL files no glob takes, to say so: the first few by name, then how many more.
+    pub passed_over: Vec<String>,
+}
+
 /// The output and input globs for the JSONL files under `dir`: one per folder layout and name
 /// family, the partition folder as `*`.
-pub fn jsonl_globs(dir: &Path) -> (Vec<String>, Vec<String>) {
-    let mut outputs = Vec::new();
-    let mut inputs = Vec::new();
+pub fn jsonl_globs(dir: &Path) -> Jsonl {
+    let mut found = Jsonl::default();
+    let mut jsonl = Vec::new();
     let mut seen = 0;
     walk(dir, 0, &mut seen, &mut |file| {
-        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        for (families, globs) in [
-            (&OUTPUT_NAMES[..], &mut outputs),
-            (&INPUT_NAMES[..], &mut inputs),
-        ] {
-            let Some(family) = families
-                .iter()
-                .find(|f| glob::Pattern::new(f).is_ok_and(|p| p.matches(name)))
-            else {
-                continue;
-            };
-            let folder = file.parent().unwrap_or(dir);
-            let glob = if folder == dir {
-                dir.join(family)
-            } else {
-                folder.parent().unwrap_or(dir).join("*").join(family)
-            };
-            let glob = glob.display().to_string();
-            if !globs.contains(&glob) {
-                globs.push(glob);
-            }
+        if file.extension().is_some_and(|e| e == "jsonl") {
+            jsonl.push(file.to_owned());
         }
     });
-    outputs.sort();
-    inputs.sort();
-    (outputs, inputs)
+    // Numbered names by folder and shape, to tell a shard from a lone numbered file.
+    let mut shapes: BTreeMap<(PathBuf, String), usize> = BTreeMap::new();
+    for file in &jsonl {
+        if let (Some(folder), Some(shape)) = (file.parent(), shard_shape(name_of(file))) {
+            *shapes.entry((folder.to_owned(), shape)).or_default() += 1;
+        }
+    }
+    let mut passed_over = Vec::new();
+    for file in &jsonl {
+        let name = name_of(file);
+        let folder = file.parent().unwrap_or(dir);
+        let named = [(&OUTPUT_NAMES[..], false), (&INPUT_NAMES[..], true)]
+            .into_iter()
+            .find_map(|(families, input)| {
+                families
+                    .iter()
+                    .find(|f| glob::Pattern::new(f).is_ok_and(|p| p.matches(name)))
+                    .map(|f| ((*f).to_owned(), input))
+            });
+        let shard = || {
+            let shape = shard_shape(name)?;
+            let many = shapes.get(&(folder.to_owned(), shape.clone())) > Some(&1);
+            let known = SHARD_NAMES
+                .iter()
+                .any(|s| glob::Pattern::new(s).is_ok_and(|p| p.matches(name)));
+            let lower = name.to_ascii_lowercase();
+            (many || known).then(|| (shape, INPUT_WORDS.iter().any(|w| lower.contains(w))))
+        };
+        let Some((family, input)) = named.or_else(shard) else {
+            passed_over.push(file.clone());
+            continue;
+        };
+        let glob = if folder == dir {
+            dir.join(&family)
+        } else {
+            folder.parent().unwrap_or(dir).join("*").join(&family)
+        };
+        let glob = glob.display().to_string();
+        *found.counts.entry(glob.clone()).or_default() += 1;
+        let globs = if input {
+            &mut found.inputs
+        } else {
+            &mut found.outputs
+        };
+        if !globs.contains(&glob) {
+            globs.push(glob);
+        }
+    }
+    found.outputs.sort();
+    found.inputs.sort();
+    let more = passed_over.len().saturating_sub(NAME_PASSED_OVER);
+    found.passed_over = passed_over
+        .iter()
+        .take(NAME_PASSED_OVER)
+        .map(|p| p.display().to_string())
+        .collect();
+    if more > 0 {
+        found.passed_over.push(format!("and {more} more"));
+    }
+    found
+}
+
+fn name_of(file: &Path) -> &str {
+    file.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+/// A numbered JSONL name's shape, its numbers as `*` (`train-00003-of-00040.jsonl` is
+/// `train-*-of-*.jsonl`; `00013.jsonl` is `[0-9]*.jsonl`, so that it takes no unnumbered
+/// name beside it); `None` for a name without a number.
+fn shard_shape(name: &str) -> Option<String> {
+    let stem = name.strip_suffix(".jsonl")?;
+    if !stem.bytes().any(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut shape = String::new();
+    let mut in_number = false;
+    for c in stem.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                shape.push_str(if shape.is_empty() { "[0-9]*" } else { "*" });
+            }
+            in_number = true;
+        } else {
+            // Pattern characters in a name are taken literally.
+            if matches!(c, '*' | '?' | '[' | ']') {
+                shape.push('[');
+                shape.push(c);
+                shape.push(']');
+            } else {
+                shape.push(c);
+            }
+            in_number = false;
+        }
+    }
+    shape.push_str(".jsonl");
+    Some(shape)
 }
 
 fn walk(dir: &Path, depth: usize, seen: &mut usize, found: &mut dyn FnMut(&Path)) {
@@ -160,7 +257,16 @@ mod tests {
             std::fs::write(d.join(folder).join(name), "{}\n").unwrap();
         }
         std::fs::write(d.join("outputs.jsonl"), "{}\n").unwrap();
-        let (outputs, inputs) = jsonl_globs(d);
+        let Jsonl {
+            outputs,
+            inputs,
+            passed_over,
+            ..
+        } = jsonl_globs(d);
+        assert_eq!(
+            passed_over,
+            [d.join("prepared/B1/notes.jsonl").display().to_string()]
+        );
         let at = |s: &str| d.join(s).display().to_string();
         assert_eq!(
             outputs,

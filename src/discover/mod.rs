@@ -87,7 +87,12 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
             driver = procs::driver(procs, &others);
         }
     }
-    let (outputs, inputs) = files::jsonl_globs(dir);
+    let files::Jsonl {
+        outputs,
+        inputs,
+        counts: jsonl_counts,
+        passed_over,
+    } = files::jsonl_globs(dir);
     let hidden = procs.iter().filter(|p| p.files.is_none()).count();
     let mut notes = Vec::new();
     if hidden > 0 && driver.is_none() {
@@ -107,6 +112,8 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         server_logs,
         outputs,
         inputs,
+        jsonl_counts,
+        passed_over,
         driver,
         server,
         role,
@@ -249,11 +256,21 @@ pub fn describe(found: &Discovered) -> Vec<String> {
     for l in &found.server_logs {
         lines.push(format!("server log {l}"));
     }
+    let counted = |g: &String| match found.jsonl_counts.get(g) {
+        Some(n) => format!("{g} ({n} file{})", if *n == 1 { "" } else { "s" }),
+        None => g.clone(),
+    };
     for g in &found.outputs {
-        lines.push(format!("outputs {g}"));
+        lines.push(format!("outputs {}", counted(g)));
     }
     for g in &found.inputs {
-        lines.push(format!("inputs {g}"));
+        lines.push(format!("inputs {}", counted(g)));
+    }
+    if !found.passed_over.is_empty() {
+        lines.push(format!(
+            "JSONL passed over (no output, input or shard name; give --outputs or --inputs to take them): {}",
+            found.passed_over.join(", ")
+        ));
     }
     match &found.driver {
         Some(d) => lines.push(format!(

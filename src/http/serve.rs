@@ -44,8 +44,11 @@ async fn accept(listener: TcpListener, to: tokio::sync::mpsc::Sender<(TcpStream,
                 }
             }
             Err(e) => {
-                // Typically EMFILE: back off instead of spinning on the error.
-                tracing::warn!("accepting a connection failed: {e}");
+                // Typically EMFILE: back off instead of spinning on the error, and say a want
+                // of descriptors once a minute (fd_limit), not ten times a second.
+                if !crate::fd_limit::note(&e) {
+                    tracing::warn!("accepting a connection failed: {e}");
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

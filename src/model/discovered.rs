@@ -12,6 +12,12 @@ pub struct Discovered {
     /// Output and input globs, one per folder layout and file name family.
     pub outputs: Vec<String>,
     pub inputs: Vec<String>,
+    /// Files each of those globs matched when found.
+    #[serde(default)]
+    pub jsonl_counts: std::collections::BTreeMap<String, usize>,
+    /// JSONL files no glob takes: the first few, then how many more.
+    #[serde(default)]
+    pub passed_over: Vec<String>,
     pub driver: Option<DiscoveredProcess>,
     pub server: Option<DiscoveredServer>,
     /// The node's part in the run, read from the command lines; `None` where they say nothing.
