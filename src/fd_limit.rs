@@ -18,7 +18,7 @@ static EXHAUSTED: AtomicU64 = AtomicU64::new(0);
 static SAID: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, and says so; returns the limit in force.
-pub fn raise() -> Option<u64> {
+pub fn raise() -> Option<libc::rlim_t> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -29,7 +29,7 @@ pub fn raise() -> Option<u64> {
     }
     let soft = limit.rlim_cur;
     if soft >= limit.rlim_max {
-        return Some(soft as u64);
+        return Some(soft);
     }
     let raised = libc::rlimit {
         rlim_cur: limit.rlim_max,
@@ -39,13 +39,13 @@ pub fn raise() -> Option<u64> {
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
         let e = io::Error::last_os_error();
         tracing::warn!("cannot raise the open-file limit from {soft}: {e}");
-        return Some(soft as u64);
+        return Some(soft);
     }
     tracing::info!(
         "raised the open-file limit (RLIMIT_NOFILE) from {soft} to the hard limit, {}",
         limit.rlim_max
     );
-    Some(limit.rlim_max as u64)
+    Some(limit.rlim_max)
 }
 
 /// Whether `e` is a want of file descriptors (EMFILE, ENFILE); if so it is counted and said at

@@ -265,16 +265,26 @@ impl Watcher {
     }
 }
 
+/// A folder as the kernel is asked about it: the folder of a relative file name (`x.jsonl`)
+/// is the empty path, which names the files as the globs do, and is `.` to the kernel.
+fn syscall_path(dir: &Path) -> &Path {
+    if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    }
+}
+
 /// A folder's modification time and inode: either moves when an entry is created, removed or
 /// renamed in it, or the folder is replaced.
 fn dir_stamp(dir: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(dir).ok()?;
+    let meta = std::fs::metadata(syscall_path(dir)).ok()?;
     Some((meta.modified().ok()?, meta.ino()))
 }
 
 /// The name of `dir`'s file system when inotify does not report its changes.
 fn unreported_fs(dir: &Path) -> Option<&'static str> {
-    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let c = CString::new(syscall_path(dir).as_os_str().as_bytes()).ok()?;
     // SAFETY: zeroed memory is a valid `statfs`, which the call fills in.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a pointer to a `statfs` we own.
@@ -289,44 +299,46 @@ fn unreported_fs(dir: &Path) -> Option<&'static str> {
         .map(|&(_, name)| name)
 }
 
-/// The folders to watch for `globs` that matched `files`: each file's folder, every folder
-/// between it and its glob's fixed part (where new partition folders appear), and the fixed
-/// part itself.
+/// The folders to watch for `globs`, which matched `files`: each glob's fixed part and every
+/// folder its folder patterns match (`prepared` and each `prepared/*` of
+/// `prepared/*/raw.jsonl`, so a file in a partition folder that held none yet is told), each
+/// file's folder, and, for a glob whose fixed part does not exist yet, the nearest folder above
+/// it that does (its creation changes that folder's listing).
 pub(super) fn folders<'a>(
     globs: impl Iterator<Item = &'a str>,
     files: impl Iterator<Item = &'a Path>,
 ) -> Vec<PathBuf> {
-    let bases: Vec<PathBuf> = globs.map(base).collect();
-    let mut out: std::collections::BTreeSet<PathBuf> =
-        bases.iter().filter(|b| b.is_dir()).cloned().collect();
-    for file in files {
-        let Some(mut dir) = file.parent() else {
+    let mut out = std::collections::BTreeSet::new();
+    for glob in globs {
+        let fixed = base(glob);
+        if !syscall_path(&fixed).is_dir() {
+            let existing = fixed.ancestors().skip(1).find(|a| syscall_path(a).is_dir());
+            out.extend(existing.map(Path::to_owned));
             continue;
-        };
-        // Up from the file's folder to the deepest base above it.
-        let Some(top) = bases
-            .iter()
-            .filter(|b| dir.starts_with(b))
-            .max_by_key(|b| b.as_os_str().len())
-        else {
-            out.insert(dir.to_owned());
-            continue;
-        };
-        loop {
-            if !out.insert(dir.to_owned()) || dir == top {
-                break;
-            }
-            match dir.parent() {
-                Some(parent) => dir = parent,
-                None => break,
-            }
         }
+        out.insert(fixed.clone());
+        // The folder patterns between the fixed part and the file name, one level at a time.
+        let rest = Path::new(glob)
+            .strip_prefix(&fixed)
+            .unwrap_or(Path::new(glob));
+        let levels: Vec<_> = rest.components().collect();
+        let mut pattern = fixed.clone();
+        for level in levels.iter().take(levels.len().saturating_sub(1)) {
+            pattern.push(level);
+            let Some(text) = pattern.to_str() else { break };
+            let Ok(paths) = glob::glob(text) else { break };
+            out.extend(paths.flatten().filter(|p| p.is_dir()));
+        }
+    }
+    for file in files {
+        out.extend(file.parent().map(Path::to_owned));
     }
     out.into_iter().collect()
 }
 
 /// The part of a glob before its first pattern character, as a folder: `/d/prepared/*/x.jsonl`
-/// is `/d/prepared`; a glob without one is its file's folder.
+/// is `/d/prepared`; a glob without one is its file's folder; a relative glob's may be the
+/// empty path (the working folder, as its files' folders are named).
 fn base(glob: &str) -> PathBuf {
     let mut base = PathBuf::new();
     let path = Path::new(glob);
@@ -338,11 +350,7 @@ fn base(glob: &str) -> PathBuf {
         }
         base.push(c);
     }
-    if base.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        base
-    }
+    base
 }
 
 #[cfg(test)]
@@ -353,26 +361,35 @@ mod tests {
     fn the_base_is_the_fixed_folder() {
         assert_eq!(base("/d/prepared/*/x.jsonl"), Path::new("/d/prepared"));
         assert_eq!(base("/d/prepared/B1/x.jsonl"), Path::new("/d/prepared/B1"));
-        assert_eq!(base("x-*.jsonl"), Path::new("."));
+        assert_eq!(base("x-*.jsonl"), Path::new(""));
         assert_eq!(base("/d/p[0-9]/x.jsonl"), Path::new("/d"));
     }
 
     #[test]
-    fn folders_run_from_each_file_up_to_its_base() {
+    fn folders_are_the_fixed_part_and_every_folder_the_patterns_match() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("prepared/B1/sub")).unwrap();
-        let glob = format!("{}/prepared/*/*/x.jsonl", d.display());
-        let file = d.join("prepared/B1/sub/x.jsonl");
-        let got = folders([glob.as_str()].into_iter(), [file.as_path()].into_iter());
+        std::fs::create_dir_all(d.join("prepared/B2/sub")).unwrap();
+        std::fs::create_dir_all(d.join("prepared/B3")).unwrap();
+        let glob = format!("{}/prepared/*/sub/x.jsonl", d.display());
+        // No file yet: the partition folders are watched all the same.
+        let got = folders([glob.as_str()].into_iter(), std::iter::empty());
         assert_eq!(
             got,
             vec![
                 d.join("prepared"),
                 d.join("prepared/B1"),
-                d.join("prepared/B1/sub")
+                d.join("prepared/B1/sub"),
+                d.join("prepared/B2"),
+                d.join("prepared/B2/sub"),
+                d.join("prepared/B3"),
             ]
         );
+        // A glob whose fixed part is not there yet: the nearest folder above it.
+        let later = format!("{}/later/run/*/x.jsonl", d.display());
+        let got = folders([later.as_str()].into_iter(), std::iter::empty());
+        assert_eq!(got, vec![d.to_owned()]);
     }
 
     #[test]

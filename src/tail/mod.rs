@@ -725,6 +725,75 @@ mod tests {
         assert_eq!(f.stats().oversized_lines, 2);
     }
 
+    /// Counts what a count-only follower (an output file's) reports: records, and resets.
+    fn counted(f: &mut Follower) -> (u64, u64) {
+        let (mut records, mut resets) = (0, 0);
+        f.poll(u64::MAX, |t| match t {
+            Tailed::Counted { lines, .. } => records += lines,
+            Tailed::Reset => resets += 1,
+            Tailed::Line(_) | Tailed::Oversized => {}
+        })
+        .unwrap();
+        (records, resets)
+    }
+
+    #[test]
+    fn a_closed_file_is_reopened_where_it_was_and_an_unchanged_one_stays_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-00001.jsonl");
+        append(&path, b"{\"a\":1}\n{\"a\":2}\n{\"a\"");
+        let mut f = Follower::new(&path, 1024).count_only().path_only();
+        assert_eq!(counted(&mut f), (2, 0));
+        assert!(f.close(), "a caught-up file closes");
+        assert!(!f.is_open());
+        // Nothing changed: a poll is a `stat`, and opens nothing.
+        assert_eq!(counted(&mut f), (0, 0));
+        assert!(!f.is_open());
+        // The unfinished record at the close is finished later: counted once, whole.
+        append(&path, b":3}\n{\"a\":4}\n");
+        assert_eq!(counted(&mut f), (2, 0));
+        assert!(f.is_open());
+        assert!(f.close());
+        assert_eq!(f.stats().rotations + f.stats().truncations, 0);
+        // Its position is what a snapshot keeps while it is closed.
+        let saved = f.position().expect("a closed file keeps its position");
+        let mut restarted = Follower::new(&path, 1024).count_only().path_only();
+        assert!(restarted.resume(Some(&saved), &[]).in_place);
+        append(&path, b"{\"a\":5}\n");
+        assert_eq!(counted(&mut restarted), (1, 0));
+    }
+
+    #[test]
+    fn a_closed_file_replaced_or_rewritten_is_counted_anew_never_on_top() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("part-00000.jsonl");
+        append(&path, b"{}\n{}\n{}\n");
+        let mut f = Follower::new(&path, 1024).count_only().path_only();
+        assert_eq!(counted(&mut f), (3, 0));
+        assert!(f.close());
+        // A new file of two records renamed over it.
+        let new = dir.path().join("part-00000.jsonl.tmp");
+        std::fs::write(&new, b"{}\n{}\n").unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        assert_eq!(
+            counted(&mut f),
+            (2, 1),
+            "a reset, then the new file's records"
+        );
+        assert_eq!(f.stats().rotations, 1);
+        assert!(f.close());
+        // Truncated in place and written again past where we were (same inode).
+        std::fs::write(&path, b"[1]\n[2]\n[3]\n[4]\n").unwrap();
+        assert_eq!(counted(&mut f), (4, 1));
+        assert_eq!(f.stats().truncations, 1);
+        assert!(f.close());
+        // Removed: the counts stay what the file held, and nothing is opened.
+        std::fs::remove_file(&path).unwrap();
+        let polled = f.poll(u64::MAX, |_| panic!("nothing to read")).unwrap();
+        assert!(!polled.present);
+        assert!(!f.is_open());
+    }
+
     #[test]
     fn a_fifo_is_refused_without_being_opened_and_counted_once() {
         let dir = tempfile::tempdir().unwrap();

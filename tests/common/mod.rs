@@ -50,9 +50,15 @@ impl Sidecar {
     }
 
     pub fn start_with_env(args: &[&str], env: &[(&str, &Path)]) -> Sidecar {
-        let mut child = Command::new(BIN)
-            .envs(env.iter().copied())
-            .args(args)
+        let mut command = Command::new(BIN);
+        command.envs(env.iter().copied()).args(args);
+        Sidecar::start_command(command)
+    }
+
+    /// Starts `command` (the binary, or a wrapper that execs it, such as `prlimit`) and waits
+    /// until it is listening.
+    pub fn start_command(mut command: Command) -> Sidecar {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
