@@ -112,12 +112,15 @@ one() {
     b=$(cpu_ns "$pid")
     local idle
     idle=$(calc '%.3f' "($b - $a) / 1e9 / ($EPOCHREALTIME - $t0) * 100")
-    local times=()
+    # Prometheus' default scrape timeout is 10 s: a scrape past it is no answer.
+    local times=() t
     for _ in $(seq 20); do
-        times+=("$(curl -fsS -o /dev/null -w '%{time_total}' "http://127.0.0.1:$port/metrics")")
+        t=$(curl -fsS -m 10 -o /dev/null -w '%{time_total}' "http://127.0.0.1:$port/metrics" 2>/dev/null) || t=none
+        times+=("$t")
     done
     local scrape
-    scrape=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ a[NR] = $1 } END { printf "%.1f", a[int((NR + 1) / 2)] * 1000 }')
+    scrape=$(printf '%s\n' "${times[@]}" | sort -g | awk '$1 == "none" { dead++; next } { a[++n] = $1 }
+        END { if (dead) printf "%d of 20 unanswered in 10 s", dead; else printf "%.1f", a[int((n + 1) / 2)] * 1000 }')
     echo "$catch_up $most $idle $(rss_mib "$pid") $scrape $counted"
     kill "$pid"
     wait "$pid" 2>/dev/null || true

@@ -6,10 +6,21 @@ use crate::config::{ConfigError, RawConfig};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// What `--version` prints: the version, the commit and the build date, as `pulse_build_info`
+/// carries them.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PULSE_GIT_REVISION"),
+    ", built ",
+    env!("PULSE_BUILD_DATE"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pipeline-pulse",
-    version,
+    version = LONG_VERSION,
     about = "Watches a long-running LLM batch-inference job and serves its progress to Prometheus."
 )]
 pub struct Cli {

@@ -110,11 +110,15 @@ impl Collector for RunCollector {
             )?;
         }
         let version = env!("CARGO_PKG_VERSION");
-        let labels = [("version", version), ("revision", self.revision)];
+        let labels = [
+            ("version", version),
+            ("revision", self.revision),
+            ("build_date", env!("PULSE_BUILD_DATE")),
+        ];
         family(
             &mut enc,
             "pulse_build_info",
-            "The sidecar's version; always 1.",
+            "The sidecar's version, the commit it was built from and the build date; always 1.",
             MetricType::Gauge,
             [(labels, ConstGauge::new(1i64))],
         )?;
