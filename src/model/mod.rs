@@ -76,6 +76,14 @@ pub struct Run {
     /// Output files by path. The output source keeps its own snapshot of these.
     #[serde(skip)]
     pub outputs: BTreeMap<String, OutputFile>,
+    /// Goes up with every change to `outputs` made through [`Run::set_output_file`].
+    #[serde(skip)]
+    pub outputs_generation: u64,
+    /// `outputs` summed per partition, as of [`Run::refresh_output_totals`]: with ten thousand
+    /// files, summing them at every scrape and every rule round is most of an idle sidecar's
+    /// work, and they change only when a file does.
+    #[serde(skip)]
+    pub output_totals: outputs::OutputTotals,
     /// Input files (planned requests) by path.
     #[serde(skip)]
     pub inputs: BTreeMap<String, InputFile>,

@@ -169,6 +169,30 @@ impl OutputStats {
     }
 }
 
+/// The output files summed per partition (their stats and latest write), and what they were
+/// summed from.
+#[derive(Debug, Clone, Default)]
+pub struct OutputTotals {
+    key: (u64, usize),
+    by_partition: BTreeMap<String, (OutputStats, Option<Seconds>)>,
+}
+
+/// The output files summed per partition.
+fn sum_outputs(
+    files: &BTreeMap<String, OutputFile>,
+) -> BTreeMap<&str, (OutputStats, Option<Seconds>)> {
+    let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> = BTreeMap::new();
+    for file in files.values() {
+        let (stats, last) = outputs.entry(&file.partition).or_default();
+        stats.merge(&file.stats);
+        *last = match (*last, file.last_write) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    outputs
+}
+
 /// One output file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OutputFile {
@@ -344,15 +368,15 @@ impl Run {
     ///
     /// With no log and no inputs, nothing can be told apart and nothing is previous.
     pub fn views(&self) -> Vec<PartitionView<'_>> {
-        let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> = BTreeMap::new();
-        for file in self.outputs.values() {
-            let (stats, last) = outputs.entry(&file.partition).or_default();
-            stats.merge(&file.stats);
-            *last = match (*last, file.last_write) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
+        let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> =
+            if self.output_totals.key == self.outputs_key() {
+                let totals = self.output_totals.by_partition.iter();
+                totals
+                    .map(|(p, (s, l))| (p.as_str(), (s.clone(), *l)))
+                    .collect()
+            } else {
+                sum_outputs(&self.outputs)
             };
-        }
         let mut inputs: BTreeMap<&str, u64> = BTreeMap::new();
         for file in self.inputs.values() {
             *inputs.entry(&file.partition).or_default() += file.lines;
@@ -456,6 +480,34 @@ impl Run {
             }
         }
         self.passes.extend(marks);
+    }
+
+    /// Records a file's counts (the output source's one way in), so that the totals per
+    /// partition are known to be out of date.
+    pub fn set_output_file(&mut self, path: String, file: OutputFile) {
+        self.outputs.insert(path, file);
+        self.outputs_generation += 1;
+    }
+
+    /// Sums `outputs` per partition again if it changed since; [`Run::views`] then reads the
+    /// sums instead of every file. Views are right without it, only slower.
+    pub fn refresh_output_totals(&mut self) {
+        let key = self.outputs_key();
+        if self.output_totals.key != key {
+            let by_partition = sum_outputs(&self.outputs)
+                .into_iter()
+                .map(|(p, totals)| (p.to_owned(), totals))
+                .collect();
+            self.output_totals = OutputTotals { key, by_partition };
+        }
+    }
+
+    /// What the totals were summed from: the generation, and the number of files. Only the
+    /// output source refreshes the totals, and it changes `outputs` through
+    /// [`Run::set_output_file`] alone; a model whose `outputs` were set directly (a test's) is
+    /// never refreshed, and its views sum the files each time.
+    fn outputs_key(&self) -> (u64, usize) {
+        (self.outputs_generation, self.outputs.len())
     }
 
     /// The partitions of this run: [`Run::views`] without the previous ones.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 const GLOB_AT_MOST: Duration = Duration::from_secs(2);
 /// And at least this often, for a folder nothing watches yet (a partition folder whose first
 /// file has not appeared, a base folder created later).
-const GLOB_AT_LEAST: Duration = Duration::from_secs(30);
+const GLOB_AT_LEAST: Duration = Duration::from_secs(60);
 
 /// Files named one by one in the log per evaluation of the globs; the rest are summed up in
 /// one line (a sharded run folder has thousands).

@@ -236,7 +236,7 @@ impl Followed {
         }
         match self.kind {
             Kind::Output(_) => {
-                run.outputs.insert(
+                run.set_output_file(
                     key,
                     OutputFile {
                         partition: self.partition.clone(),

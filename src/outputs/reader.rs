@@ -376,6 +376,7 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         watched_folders,
         polled_folders,
     };
+    run.refresh_output_totals();
     run.note_output_tokens(clock::now(), changed);
     run.set_collector("outputs", all_up, started.elapsed().as_secs_f64());
     true
