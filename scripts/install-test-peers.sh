@@ -33,6 +33,7 @@ command -v buildah >/dev/null || need+=(buildah)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v lintian >/dev/null || need+=(lintian)
 command -v objdump >/dev/null || need+=(binutils)
+command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
 install_pip() {
     command -v kubernetes-validate >/dev/null && return 0
     if ! python3 -m pip --version >/dev/null 2>&1; then

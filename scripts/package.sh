@@ -54,7 +54,8 @@ BIN=target/$TARGET/release/pipeline-pulse
 say "archive $NAME.tar.gz"
 stage=target/package/$NAME
 mkdir -p "$stage"/{systemd,grafana,prometheus/rules,alertmanager}
-install -m 0755 "$BIN" "$stage/pipeline-pulse"
+# Debug line tables are most of its size: the artifacts carry the stripped binary.
+strip --strip-debug -o "$stage/pipeline-pulse" "$BIN"
 install -m 0644 LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md "$stage/"
 install -m 0644 deploy/systemd/pipeline-pulse.service deploy/systemd/pipeline-pulse.toml "$stage/systemd/"
 install -m 0644 grafana/*.json "$stage/grafana/"
@@ -83,7 +84,7 @@ date_rfc=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 printf 'pipeline-pulse (%s-1) unstable; urgency=medium\n\n  * Release %s; see CHANGELOG.md.\n\n -- %s  %s\n' \
     "$VERSION" "$VERSION" "$(awk -F'"' '/^maintainer = / { print $2 }' Cargo.toml)" "$date_rfc" \
     >target/package/debian/changelog
-cargo deb --no-build --no-strip --target "$TARGET" --output "dist/pipeline-pulse_${VERSION}-1_amd64.deb" >/dev/null
+cargo deb --no-build --target "$TARGET" --output "dist/pipeline-pulse_${VERSION}-1_amd64.deb" >/dev/null
 
 # --- 4. the image -----------------------------------------------------------------------------
 if [[ $IMAGE == 1 ]]; then
@@ -98,7 +99,7 @@ if [[ $IMAGE == 1 ]]; then
         buildah rm "$ctr" >/dev/null
         rm -f target/package/base.tar
     fi
-    buildah bud --quiet --isolation chroot --pull=false --layers=false \
+    buildah bud --quiet --isolation chroot --pull=never --layers=false \
         --build-arg VERSION="$VERSION" \
         --build-arg REVISION="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
         --build-arg CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)" \
