@@ -18,7 +18,7 @@ LABEL org.opencontainers.image.title="pipeline-pulse" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="MIT OR Apache-2.0" \
       org.opencontainers.image.documentation="README.md and docs/deploy.md in the source"
-COPY dist/pipeline-pulse-${VERSION}-x86_64-linux-gnu/pipeline-pulse /usr/local/bin/pipeline-pulse
+COPY target/package/pipeline-pulse-${VERSION}-x86_64-linux-gnu/pipeline-pulse /usr/local/bin/pipeline-pulse
 # A numeric user (the base has no account to spare, and minbase has no useradd); the state
 # directory is a volume it owns.
 COPY --chown=65532:65532 deploy/container/state /var/lib/pipeline-pulse

@@ -27,7 +27,12 @@ passed=0 failed=0
 check() {
     local name=$1
     shift
-    if (set -e; "$@") >"$work/$name.out" 2>&1; then
+    # Not in a condition: there `set -e` would be ignored, and a failed step pass unseen.
+    (
+        set -e
+        "$@"
+    ) >"$work/$name.out" 2>&1
+    if [[ $? == 0 ]]; then
         echo "check-packages: ok     $name"
         passed=$((passed + 1))
     else
@@ -51,7 +56,7 @@ exposition_ok() {
 
 wheel() {
     local whl
-    whl=$(ls dist/pipeline_pulse-"$VERSION"-py3-none-manylinux_2_17_x86_64*.whl)
+    whl=$(ls dist/pipeline_pulse-"$VERSION"-py3-none-*manylinux_2_17_x86_64*.whl)
     python3 -m venv "$work/venv"
     "$work/venv/bin/pip" install --quiet --no-index "$whl"
     local v
@@ -82,7 +87,7 @@ archive() {
 
 deb() {
     local deb=dist/pipeline-pulse_${VERSION}-1_amd64.deb
-    lintian --no-tag-display-limit "$deb" | tee "$work/lintian.txt"
+    lintian --tag-display-limit 0 "$deb" | tee "$work/lintian.txt"
     ! grep -q '^E:' "$work/lintian.txt"
     local r=$work/debroot
     mmdebstrap --quiet --variant=minbase --include=adduser,init-system-helpers bookworm "$r"
@@ -94,7 +99,7 @@ deb() {
         /etc/pipeline-pulse/config.toml /usr/share/doc/pipeline-pulse/copyright \
         /usr/share/pipeline-pulse/grafana/pipeline-pulse.json \
         /etc/systemd/system/multi-user.target.wants/pipeline-pulse.service; do
-        [[ -e $r$f ]] || { echo "not installed: $f"; return 1; }
+        [[ -e $r$f || -L $r$f ]] || { echo "not installed: $f"; return 1; }
     done
     grep -q '^pipeline-pulse:' "$r/etc/passwd" || { echo "no pipeline-pulse user"; return 1; }
     [[ $(stat -c %U "$r/var/lib/pipeline-pulse") == pipeline-pulse ]] ||
@@ -108,9 +113,12 @@ deb() {
     chroot "$r" dpkg --purge pipeline-pulse
     find "$r" -xdev \( -path "$r/proc" -o -path "$r/sys" -o -path "$r/dev" \) -prune -o -print |
         sed "s|^$r||" | sort >"$work/after.txt"
-    # What the purge left behind (dpkg's own records of the package aside).
+    # What the purge left behind: dpkg's own records, its log, and what adding and removing a
+    # user leaves in any system (the backups /etc/shadow- and /etc/gshadow-, adduser's lock in
+    # /run) are the system's, not the package's.
     local left
-    left=$(comm -13 "$work/before.txt" "$work/after.txt" | grep -v '^/var/lib/dpkg/' | grep -v '^/var/log/' || true)
+    left=$(comm -13 "$work/before.txt" "$work/after.txt" |
+        grep -v -e '^/var/lib/dpkg/' -e '^/var/log/' -e '^/etc/g\?shadow-$' -e '^/run/' || true)
     [[ -z $left ]] || { echo "left after purge:"; echo "$left"; return 1; }
     ! grep -q '^pipeline-pulse:' "$r/etc/passwd" "$r/etc/group"
 }

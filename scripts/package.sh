@@ -6,7 +6,7 @@
 #                                                                 CHANGELOG, systemd unit, dashboards,
 #                                                                 Prometheus rules, Alertmanager example
 #   pipeline-pulse_VERSION-1_amd64.deb                            cargo-deb: unit enabled, system user
-#   pipeline-pulse-VERSION-image.tar                              the Dockerfile's image (docker load, podman load)
+#   pipeline-pulse-VERSION-image.tar.gz                           the Dockerfile's image (docker load, podman load)
 #   SHA256SUMS
 # The tools come from the registries this project reaches: maturin and ziglang from PyPI (into
 # a virtualenv of their own), cargo-deb from crates.io, buildah and mmdebstrap from Debian.
@@ -80,6 +80,15 @@ grep -q '^User=pipeline-pulse$' target/package/debian/pipeline-pulse.service
     echo "# /usr/share/doc/pipeline-pulse/README.md and docs/configuration.md."
     sed -e 's|^\([^#]\)|# \1|' deploy/systemd/pipeline-pulse.toml
 } >target/package/debian/config.toml
+# The licence text of the copyright file: MIT in full, Apache 2.0 as Debian ships it already.
+{
+    echo "pipeline-pulse is under the MIT License or the Apache License 2.0, at your option."
+    echo
+    cat LICENSE-MIT
+    echo
+    echo "On Debian systems, the complete text of the Apache License, Version 2.0 can be found"
+    echo "in /usr/share/common-licenses/Apache-2.0."
+} >target/package/debian/licenses
 date_rfc=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 printf 'pipeline-pulse (%s-1) unstable; urgency=medium\n\n  * Release %s; see CHANGELOG.md.\n\n -- %s  %s\n' \
     "$VERSION" "$VERSION" "$(awk -F'"' '/^maintainer = / { print $2 }' Cargo.toml)" "$date_rfc" \
@@ -104,7 +113,9 @@ if [[ $IMAGE == 1 ]]; then
         --build-arg REVISION="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
         --build-arg CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)" \
         -t "pipeline-pulse:$VERSION" -f Dockerfile . >/dev/null
-    buildah push --quiet "pipeline-pulse:$VERSION" "docker-archive:dist/pipeline-pulse-$VERSION-image.tar:pipeline-pulse:$VERSION"
+    buildah push --quiet "pipeline-pulse:$VERSION" "docker-archive:target/package/image.tar:pipeline-pulse:$VERSION"
+    gzip -n -c target/package/image.tar >"dist/pipeline-pulse-$VERSION-image.tar.gz"
+    rm target/package/image.tar
 fi
 
 (cd dist && sha256sum -- * >SHA256SUMS)
