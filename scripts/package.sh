@@ -116,6 +116,8 @@ if [[ $IMAGE == 1 ]]; then
     buildah push --quiet "pipeline-pulse:$VERSION" "docker-archive:target/package/image.tar:pipeline-pulse:$VERSION"
     gzip -n -c target/package/image.tar >"dist/pipeline-pulse-$VERSION-image.tar.gz"
     rm target/package/image.tar
+    # The previous builds' images, untagged now, would fill the disk (vfs keeps full copies).
+    buildah rmi --prune >/dev/null 2>&1 || true
 fi
 
 (cd dist && sha256sum -- * >SHA256SUMS)
