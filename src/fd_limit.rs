@@ -17,19 +17,19 @@ const SAY_EVERY: Duration = Duration::from_secs(60);
 static EXHAUSTED: AtomicU64 = AtomicU64::new(0);
 static SAID: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit, and says so; returns the limit in force.
-pub fn raise() -> Option<libc::rlim_t> {
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, and says so.
+pub fn raise() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: a plain syscall filling a struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return None;
+        return;
     }
     let soft = limit.rlim_cur;
     if soft >= limit.rlim_max {
-        return Some(soft);
+        return;
     }
     let raised = libc::rlimit {
         rlim_cur: limit.rlim_max,
@@ -39,13 +39,12 @@ pub fn raise() -> Option<libc::rlim_t> {
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
         let e = io::Error::last_os_error();
         tracing::warn!("cannot raise the open-file limit from {soft}: {e}");
-        return Some(soft);
+        return;
     }
     tracing::info!(
         "raised the open-file limit (RLIMIT_NOFILE) from {soft} to the hard limit, {}",
         limit.rlim_max
     );
-    Some(limit.rlim_max)
 }
 
 /// Whether `e` is a want of file descriptors (EMFILE, ENFILE); if so it is counted and said at
