@@ -85,6 +85,10 @@ pub(super) struct Watcher {
     buf: Vec<u8>,
     /// Said once: why a folder is polled rather than watched, by reason.
     said: std::collections::BTreeSet<String>,
+    /// A folder began to be watched or polled since the last look. The globs that found it ran
+    /// before: an entry made in it between the two (a partition folder created with its
+    /// files) was seen by neither, so the next look says the listing changed.
+    fresh: bool,
 }
 
 impl Watcher {
@@ -115,6 +119,7 @@ impl Watcher {
             by_wd: HashMap::new(),
             buf: vec![0; 64 * 1024],
             said: Default::default(),
+            fresh: false,
         }
     }
 
@@ -143,6 +148,7 @@ impl Watcher {
             }
         };
         self.dirs.insert(dir.to_owned(), state);
+        self.fresh = true;
         matches!(state, Dir::Watched(_))
     }
 
@@ -183,7 +189,10 @@ impl Watcher {
     /// whose modification time moved. `at` is told each polled folder before it is looked at
     /// (one on a hung mount does not return, and must be named).
     pub(super) fn changes(&mut self, at: &mut dyn FnMut(&Path)) -> Changes {
-        let mut changes = Changes::default();
+        let mut changes = Changes {
+            listing: std::mem::take(&mut self.fresh),
+            ..Changes::default()
+        };
         self.read_events(&mut changes);
         for (dir, state) in &mut self.dirs {
             let Dir::Polled(stamp) = state else { continue };
@@ -402,7 +411,12 @@ mod tests {
             w.watch(d),
             "inotify is available on the test machine's tmp folder"
         );
-        assert!(w.changes(&mut |_| {}).files.is_empty());
+        let first = w.changes(&mut |_| {});
+        assert!(first.files.is_empty());
+        assert!(
+            first.listing,
+            "a folder new to the watch may hold what the globs missed"
+        );
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(d.join("a.jsonl"))
@@ -425,8 +439,9 @@ mod tests {
         assert!(!w.watch(d));
         assert_eq!(w.counts(), (0, 1));
         let mut looked = Vec::new();
-        assert!(!w.changes(&mut |p| looked.push(p.to_owned())).listing);
+        assert!(w.changes(&mut |p| looked.push(p.to_owned())).listing);
         assert_eq!(looked, [d.to_owned()]);
+        assert!(!w.changes(&mut |_| {}).listing);
         // A folder's mtime has a coarse clock on some file systems: set it apart explicitly.
         std::fs::write(d.join("new.jsonl"), "").unwrap();
         let later = SystemTime::now() + std::time::Duration::from_secs(5);
