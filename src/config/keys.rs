@@ -7,6 +7,7 @@
 use super::alerts::RawRule;
 use super::channels::RawWebhook;
 use super::{ConfigError, FileWatch, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
+use crate::parse::envelope::Envelope;
 use crate::parse::Format;
 use crate::run_identity::Role;
 use serde::{Deserialize, Serialize};
@@ -220,6 +221,7 @@ keys! {
     logs: Vec<RawLog> = Key { flag: Flag::Repeat("log"), rule: "each file once (by path and by inode)", ..key(Kind::Tables("[[logs]]", Some("path")), "a progress log to follow; it may not exist yet") },
     server_logs: Vec<PathBuf> = Key { flag: Flag::Repeat("server-log"), rule: "each file once, and not also a `[[logs]]` path", ..path("PATH", "the inference server's own log, SGLang or vLLM: running and queued requests, tok/s, KV-cache usage") },
     server_log_format: Option<Format> = Key { flag: Flag::Value("server-log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "sglang", "vllm"]), "the format of the server logs") },
+    server_log_envelope: Option<Envelope> = Key { flag: Flag::Value("server-log-envelope"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "plain", "json", "cri", "docker"]), "what wraps the server logs' lines: JSON log objects (vLLM's json formatter), a container runtime's CRI or Docker json-file records, or nothing (see formats.md#envelopes)") },
     outputs: Vec<RawOutputs> = Key { flag: Flag::Repeat("outputs"), rule: "each glob once; not matching a log", ..key(Kind::Tables("[[outputs]]", Some("glob")), "output files, one JSON record per line (`/data/run/prepared/*/raw_responses.jsonl`); the partition is each file's folder name") },
     require: Vec<String> = Key { flag: Flag::Repeat("require"), rule: "at most 32 JSON pointers; `[[outputs]] required` wins for its glob", ..text("POINTER", "a field every output record must have, not empty (`/choices/0/message/reasoning_content`), for every output glob") },
     inputs: Vec<String> = Key { flag: Flag::Repeat("inputs"), rule: "each glob once, and not an output glob", ..text("GLOB", "input files whose line counts are each partition's planned requests") },
@@ -238,6 +240,7 @@ const RULES_TABLE: DefaultValue = DefaultValue::Derived("see the rules table (al
 
 fields! {
     ["logs", "format"] = Key { flag: Flag::EveryTable("log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "run_inference", "tqdm", "regex"]), "the format of the logs (given with --log, or else every log of the file)") },
+    ["logs", "envelope"] = Key { flag: Flag::EveryTable("log-envelope"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "plain", "json", "cri", "docker"]), "what wraps the log's lines: JSON log objects (python-json-logger, structlog), a container runtime's CRI or Docker json-file records, or nothing; auto finds it from the log (see formats.md#envelopes)") },
     ["logs", "regex"] = Key { flag: Flag::EveryTable("log-regex"), ..text("RE", "a regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition), for format regex") },
     ["logs", "unit_divisor"] = Key { default: DefaultValue::Value("1000"), rule: "1000 or 1024", ..key(Kind::Count(1000, 1024, ""), "tqdm's unit_divisor for this log's bars") },
     ["outputs", "partition"] = Key { default: DefaultValue::Derived("the folder's name"), ..text("NAME", "a fixed partition name for the files of this glob") },

@@ -7,6 +7,7 @@
 use crate::alert::settings::AlertConfig;
 use crate::http_client::Url;
 use crate::model::Discovered;
+use crate::parse::envelope::Envelope;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
@@ -134,6 +135,8 @@ pub struct RawLog {
     pub path: PathBuf,
     #[serde(default)]
     pub format: Format,
+    #[serde(default)]
+    pub envelope: Envelope,
     pub regex: Option<String>,
     /// tqdm's `unit_divisor` for this log's bars: 1000 (its default) or 1024 (byte units).
     pub unit_divisor: Option<u32>,
@@ -216,6 +219,8 @@ pub struct LogConfig {
     pub parser: Parser,
     /// An inference server's log (`server_logs`), not a progress log.
     pub server: bool,
+    /// What wraps its lines.
+    pub envelope: Envelope,
     format: Format,
     regex: Option<String>,
     unit_divisor: Option<u32>,
@@ -277,6 +282,7 @@ impl RawConfig {
                 path: path.clone(),
                 parser: Parser::Server(ServerLog::new(server_format)),
                 server: true,
+                envelope: self.server_log_envelope.unwrap_or_default(),
                 format: server_format,
                 regex: None,
                 unit_divisor: None,
@@ -584,6 +590,7 @@ impl RawLog {
             path: self.path.clone(),
             parser,
             server: false,
+            envelope: self.envelope,
             format: self.format,
             regex: self.regex.clone(),
             unit_divisor: self.unit_divisor,
@@ -668,6 +675,7 @@ impl LogConfig {
         };
         LogConfig {
             server: matches!(parser, Parser::Server(_)),
+            envelope: Envelope::Auto,
             path,
             parser,
             format,
@@ -700,6 +708,7 @@ impl Config {
             .map(|l| l.path.clone())
             .collect();
         raw.server_log_format = self.logs.iter().find(|l| l.server).map(|l| l.format);
+        raw.server_log_envelope = self.logs.iter().find(|l| l.server).map(|l| l.envelope);
         raw.logs = self
             .logs
             .iter()
@@ -707,6 +716,7 @@ impl Config {
             .map(|l| RawLog {
                 path: l.path.clone(),
                 format: l.format,
+                envelope: l.envelope,
                 regex: l.regex.clone(),
                 unit_divisor: l.unit_divisor,
             })

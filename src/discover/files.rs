@@ -71,11 +71,13 @@ pub fn classify(path: &Path) -> Format {
     }
     let mut server = ServerLog::new(Format::Auto);
     let mut stripped = Vec::new();
-    for line in head.split(|&b| b == b'\n' || b == b'\r') {
-        server.parse(ansi::strip(line, &mut stripped));
-        if let Some(format) = server.format() {
-            return format;
+    crate::parse::envelope::texts(&head, &mut |text| {
+        if server.format().is_none() {
+            server.parse(ansi::strip(text, &mut stripped));
         }
+    });
+    if let Some(format) = server.format() {
+        return format;
     }
     detect_now(path).map_or(Format::Auto, |(format, _)| format)
 }

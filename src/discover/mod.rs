@@ -157,6 +157,7 @@ fn apply_progress(found: &Discovered, raw: &mut RawConfig) {
             .map(|l| RawLog {
                 path: l.path.clone().into(),
                 format: l.format.parse().unwrap_or_default(),
+                envelope: Default::default(),
                 regex: None,
                 unit_divisor: None,
             })

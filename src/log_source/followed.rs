@@ -6,6 +6,7 @@
 use crate::clock;
 use crate::config::LogConfig;
 use crate::model::Run;
+use crate::parse::envelope::{Envelope, Piece, Unwrap};
 use crate::parse::{ansi, Event, Format, Parser};
 use crate::state::LogPosition;
 use crate::tail::{Follower, Tailed};
@@ -17,6 +18,8 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 pub(super) struct FollowedLog {
     pub(super) follower: Follower,
     pub(super) parser: Parser,
+    /// Takes the envelope (JSON, CRI, Docker) off each line before the parser sees it.
+    pub(super) unwrap: Unwrap,
     /// What we last said about this log's health, so a lasting problem is logged once.
     last_problem: Option<String>,
     /// Whether lines were read before (at start-up they are a backlog, stamped with the mtime).
@@ -36,6 +39,12 @@ pub(super) struct FollowedLog {
     resume: Option<LogPosition>,
 }
 
+/// A line's time: its envelope's, unless that is ahead of `now` (another clock, another
+/// zone) or `now` is earlier (a backlog is stamped no later than the file's mtime).
+fn line_time(at: Option<f64>, now: f64) -> f64 {
+    at.filter(|at| *at <= now + 60.0).map_or(now, |at| at.min(now))
+}
+
 /// What one poll of a log did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Polled {
@@ -50,6 +59,7 @@ impl FollowedLog {
         FollowedLog {
             follower: Follower::new(&log.path, max_line_bytes),
             parser: log.parser.clone(),
+            unwrap: Unwrap::new(log.envelope),
             last_problem: None,
             has_read: false,
             stripped: Vec::new(),
@@ -148,9 +158,20 @@ impl FollowedLog {
             let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
             let model = &mut *guard;
             let mut start = 0;
+            let utc_offset = model.utc_offset;
+            let (parser, stripped) = (&mut self.parser, &mut self.stripped);
             for &end in &self.ends {
-                let line = ansi::strip(&self.batch[start..end], &mut self.stripped);
-                model.ingest(index, line, self.parser.parse(line), now);
+                self.unwrap
+                    .lines(&self.batch[start..end], utc_offset, &mut |piece| match piece {
+                        Piece::Text(text, at) => {
+                            let line = ansi::strip(text, stripped);
+                            model.ingest(index, line, parser.parse(line), line_time(at, now));
+                        }
+                        Piece::Unreadable => {
+                            let raw = &self.batch[start..end];
+                            model.ingest(index, raw, Some(Event::Unparsed), now)
+                        }
+                    });
                 start = end;
             }
             if result.as_ref().is_ok_and(|p| !p.more) {
@@ -160,6 +181,11 @@ impl FollowedLog {
             if model.logs[index].format != format {
                 model.logs[index].format = format;
                 self.announce_format();
+            }
+            let envelope = self.unwrap.chosen();
+            if model.logs[index].envelope != envelope {
+                model.logs[index].envelope = envelope;
+                self.announce_envelope();
             }
             let stats = self.follower.stats();
             let log = &mut model.logs[index];
@@ -244,7 +270,11 @@ impl FollowedLog {
             return;
         }
         self.peeked_at = Some(read);
-        let Some(pending) = self.follower.pending() else {
+        let pending = match self.unwrap.chosen() {
+            Some(Envelope::Cri | Envelope::Docker) => self.unwrap.pending(),
+            _ => self.follower.pending(),
+        };
+        let Some(pending) = pending else {
             return;
         };
         let line = ansi::strip(pending, &mut self.stripped);
@@ -277,6 +307,17 @@ impl FollowedLog {
                     tracing::info!(path = %path, "log {path}: format {format}, as configured");
                 }
             }
+        }
+    }
+
+    fn announce_envelope(&self) {
+        let path = self.follower.path().display();
+        match self.unwrap.chosen() {
+            Some(Envelope::Plain) | None => {}
+            Some(envelope) => tracing::info!(
+                path = %path,
+                "log {path}: lines wrapped as {envelope}; the text inside is read"
+            ),
         }
     }
 

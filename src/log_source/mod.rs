@@ -142,6 +142,9 @@ impl LogSource {
                 continue;
             };
             log.follower.set_stats(saved.stats);
+            if let Some(envelope) = saved_envelope(&self.run, path) {
+                log.unwrap.assume(envelope);
+            }
             match (&mut log.parser, saved_format(&self.run, path)) {
                 (Parser::Auto(detect), Some(format)) => detect.assume(format),
                 (Parser::Server(server), Some(format)) => server.assume(format),
@@ -317,6 +320,12 @@ fn saved_format(run: &Mutex<Run>, path: &str) -> Option<crate::parse::Format> {
     run.logs.iter().find(|l| l.path == path)?.format
 }
 
+/// The envelope a restored model says a log's lines were found in.
+fn saved_envelope(run: &Mutex<Run>, path: &str) -> Option<crate::parse::envelope::Envelope> {
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    run.logs.iter().find(|l| l.path == path)?.envelope
+}
+
 /// What `auto` makes of the start of the log at `path` now (for `check-config`): the format and
 /// the line that decides it, or why none is decided yet. Reads at most the first 1 MiB.
 pub fn detect_now(path: &std::path::Path) -> Result<(crate::parse::Format, String), String> {
@@ -334,11 +343,17 @@ pub fn detect_now(path: &std::path::Path) -> Result<(crate::parse::Format, Strin
         .map_err(|e| format!("cannot read it yet ({e})"))?;
     let mut detect = crate::parse::Detect::default();
     let mut stripped = Vec::new();
-    for line in head.split(|&b| b == b'\n' || b == b'\r') {
-        detect.parse(ansi::strip(line, &mut stripped));
-        if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
-            return Ok((format, reason.to_owned()));
+    let mut found = None;
+    crate::parse::envelope::texts(&head, &mut |text| {
+        if found.is_none() {
+            detect.parse(ansi::strip(text, &mut stripped));
+            if let (Some(format), Some(reason)) = (detect.chosen(), detect.reason()) {
+                found = Some((format, reason.to_owned()));
+            }
         }
+    });
+    if let Some(found) = found {
+        return Ok(found);
     }
     Err("no recognisable line in its first 1 MiB yet".to_owned())
 }

@@ -70,11 +70,13 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             }
         }
     }
-    if let Some(total) = run.server.as_ref().and_then(|s| s.preemptions_total) {
+    let from_metrics = run.server.as_ref().and_then(|s| s.preemptions_total);
+    let from_log = run.server_log.preemptions().map(|(n, _)| n as f64);
+    if let Some(total) = from_metrics.or(from_log) {
         family(
             enc,
             "pulse_server_preemptions",
-            "Requests the inference server preempted (vLLM) or retracted (SGLang) for lack of KV cache, by its own counter.",
+            "Requests the inference server preempted (vLLM) or retracted (SGLang) for lack of KV cache: its own counter, else its log's count (vLLM V0 warns only at the 1st, 51st, 101st...: then an estimate, a lower bound).",
             MetricType::Counter,
             [([("", ""); 0], ConstCounter::new(total))],
         )?;

@@ -211,6 +211,9 @@ pub struct LogStats {
     /// has not decided. Kept across restarts so a resumed log needs no second detection.
     #[serde(default)]
     pub format: Option<crate::parse::Format>,
+    /// What wraps its lines (configured, or found by `auto`), kept across restarts likewise.
+    #[serde(default)]
+    pub envelope: Option<crate::parse::envelope::Envelope>,
     /// When the log's first line was written (the file's birth time), for telling this
     /// run's output files from an earlier run's. `None` where the file system does not say.
     #[serde(default)]

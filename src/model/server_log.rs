@@ -8,9 +8,15 @@ use crate::parse::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// How long a server with running requests may print no decode line before it counts as
-/// hung: SGLang prints one every 40 decode steps, a few seconds at most.
+/// How long a server with running requests may print no report before it counts as hung,
+/// at most and at least: the engine's own cadence sets it in between ([`ServerLogState::silent_after`]).
 pub const DECODE_SILENCE: f64 = 120.0;
+const SILENCE_AT_LEAST: f64 = 10.0;
+/// Reports the engine may skip before its silence is a hang: a long prefill or a slow step
+/// delays one, never four.
+const SILENT_REPORTS: f64 = 4.0;
+/// The intervals between reports kept to learn the engine's cadence.
+const GAPS_KEPT: usize = 8;
 
 /// How long a rank's last report is believed once other ranks report newer ones: three of
 /// vLLM's 10 s intervals; SGLang's decode lines come every 40 steps, seconds apart.
@@ -66,6 +72,12 @@ pub struct ServerLogState {
     /// vLLM V0's running count of preemptions, as its last warning gave it.
     #[serde(default)]
     preemptions_seen: Option<u64>,
+    /// vLLM V1's preemptions, the sum of its stats lines' `Preemptions: N`.
+    #[serde(default)]
+    preemptions_counted: Option<u64>,
+    /// The latest intervals between reports while requests ran: the engine's cadence.
+    #[serde(default)]
+    gaps: Vec<Seconds>,
     #[serde(default)]
     seq: u64,
     #[serde(default)]
@@ -126,14 +138,10 @@ impl ServerLogState {
             }
             ServerLine::Preempted { cumulative } => {
                 self.seq += 1;
-                // The warnings skip 49 of every 50: the engine's own count says how many.
-                let n = match self.preemptions_seen {
-                    Some(last) if cumulative > last => cumulative - last,
-                    Some(_) => 1,
-                    None => cumulative.max(1),
-                };
-                self.preemptions_seen = Some(cumulative);
-                self.count(ServerEvent::Preemption, n);
+                // The warnings skip 49 of every 50: the line is counted as a line, the engine's
+                // own count is the estimate of how many there were.
+                self.count(ServerEvent::Preemption, 1);
+                self.preemptions_seen = Some(self.preemptions_seen.unwrap_or(0).max(cumulative));
             }
             ServerLine::Request(kind) => {
                 *self
@@ -151,7 +159,16 @@ impl ServerLogState {
 
     fn report(&mut self, r: ServerReport, at: Seconds) {
         if let Some(n) = r.preemptions {
-            self.count(ServerEvent::Preemption, n);
+            self.preemptions_counted = Some(self.preemptions_counted.unwrap_or(0) + n);
+        }
+        let running = self.ranks.iter().any(|k| k.running.is_some_and(|n| n > 0.0));
+        if let (true, Some(last)) = (running, self.last_report_at) {
+            if at >= last {
+                if self.gaps.len() == GAPS_KEPT {
+                    self.gaps.remove(0);
+                }
+                self.gaps.push(at - last);
+            }
         }
         let i = match self.ranks.iter().position(|k| k.rank == r.rank) {
             Some(i) => i,
@@ -256,6 +273,28 @@ impl ServerLogState {
         self.events.get(event.as_str()).copied().unwrap_or(0)
     }
 
+    /// Preemptions as the log tells them, and whether the figure is exact: V1's stats lines
+    /// count each one; V0 warns only at the 1st, 51st, 101st…, so its count is a lower bound.
+    pub fn preemptions(&self) -> Option<(u64, bool)> {
+        match (self.preemptions_counted, self.preemptions_seen) {
+            (None, None) => None,
+            (counted, seen) => Some((counted.unwrap_or(0) + seen.unwrap_or(0), seen.is_none())),
+        }
+    }
+
+    /// How long the log may be silent while requests run before the server counts as hung:
+    /// [`SILENT_REPORTS`] of the engine's longest recent interval between reports, within
+    /// [`SILENCE_AT_LEAST`] and [`DECODE_SILENCE`]; until the cadence is known, three of the
+    /// engine's default intervals (vLLM's stats every 10 s; SGLang's every 40 decode steps).
+    pub fn silent_after(&self) -> Seconds {
+        let longest = self.gaps.iter().copied().reduce(f64::max);
+        match (longest, self.format) {
+            (Some(gap), _) => (gap * SILENT_REPORTS).clamp(SILENCE_AT_LEAST, DECODE_SILENCE),
+            (None, Some(Format::Vllm)) => 30.0,
+            (None, _) => 20.0,
+        }
+    }
+
     pub fn request_line_count(&self, kind: RequestLine) -> u64 {
         self.request_lines.get(kind.as_str()).copied().unwrap_or(0)
     }
@@ -358,8 +397,8 @@ impl Run {
     }
 
     /// Seconds the server has held running requests without generating, when it does now:
-    /// from its metrics (generation 0 tok/s) or its log (a stats line at 0 tok/s, or no decode
-    /// line for [`DECODE_SILENCE`]).
+    /// from its metrics (generation 0 tok/s) or its log (a stats line at 0 tok/s, or no report
+    /// for longer than the engine prints them while running: [`ServerLogState::silent_after`]).
     pub fn server_stuck_seconds(&self, now: Seconds) -> Option<f64> {
         let since = self.server_working_at.or(self.server_seen_at)?;
         self.server_stuck(now).then(|| (now - since).max(0.0))
@@ -379,8 +418,8 @@ impl Run {
             .is_none_or(|s| s.running_requests.is_none())
             && self
                 .server_log
-                .last_decode_at
-                .is_some_and(|d| now - d > DECODE_SILENCE);
+                .last_report_at
+                .is_some_and(|d| now - d > self.server_log.silent_after());
         figures.generation_tokens_per_second == Some(0.0) || log_silent
     }
 }
@@ -409,6 +448,55 @@ mod tests {
 
     fn sglang(at: &str, ranks: &str, running: u32, tokens: u32, usage: f64, tps: f64) -> String {
         format!("[{at} {ranks}] Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2}, gen throughput (token/s): {tps:.2}, #queue-req: 5")
+    }
+
+    #[test]
+    fn a_log_silent_longer_than_its_engine_reports_holds_a_hang() {
+        // SGLang reporting every second with 150 running, then nothing.
+        let lines: Vec<String> = (0..6)
+            .map(|i| sglang(&format!("2027-01-15 08:00:0{i}"), "TP0", 150, 9000, 0.4, 900.0))
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let last = 1_800_000_005.0;
+        let run = run_of(&lines, last);
+        // Four of its one-second intervals, but never under ten seconds.
+        assert_eq!(run.server_log.silent_after(), SILENCE_AT_LEAST);
+        assert!(!run.server_stuck(last + 9.0));
+        assert!(run.server_stuck(last + 11.0));
+        assert_eq!(run.server_stuck_seconds(last + 11.0), Some(11.0));
+        // An engine that reports every 20 s is not hung after 30 s of silence.
+        let slow: Vec<String> = (0..3)
+            .map(|i| sglang(&format!("2027-01-15 08:0{i}:00"), "TP0", 150, 9000, 0.4, 900.0))
+            .collect();
+        let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
+        let run = run_of(&slow, 1_800_000_120.0);
+        assert_eq!(run.server_log.silent_after(), DECODE_SILENCE);
+        let run = {
+            let twenty: Vec<String> = (0..3)
+                .map(|i| {
+                    sglang(&format!("2027-01-15 08:00:{:02}", i * 20), "TP0", 150, 9000, 0.4, 900.0)
+                })
+                .collect();
+            let twenty: Vec<&str> = twenty.iter().map(String::as_str).collect();
+            run_of(&twenty, 1_800_000_040.0)
+        };
+        assert_eq!(run.server_log.silent_after(), 80.0);
+        assert!(!run.server_stuck(1_800_000_070.0));
+        assert!(run.server_stuck(1_800_000_121.0));
+    }
+
+    #[test]
+    fn v0_warnings_count_as_lines_and_their_count_is_a_lower_bound() {
+        let warn = |n: u32| format!("WARNING 01-15 08:00:00 scheduler.py:1077] Sequence group cmpl-{n}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption={n}");
+        let lines = [warn(1), warn(51), warn(101)];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let run = run_of(&lines, NOW);
+        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 3);
+        assert_eq!(run.server_log.preemptions(), Some((101, false)));
+        let v1 = "INFO 01-15 08:00:00 [loggers.py:248] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 90.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 9.0%, Prefix cache hit rate: 0.0%, Preemptions: 7";
+        let run = run_of(&[v1, v1], NOW);
+        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 0);
+        assert_eq!(run.server_log.preemptions(), Some((14, true)));
     }
 
     #[test]
@@ -506,21 +594,5 @@ mod tests {
             .server_log
             .crashed()
             .is_none());
-    }
-
-    #[test]
-    fn preemptions_are_counted_as_the_engine_counts_them() {
-        let stats = |n: u32| {
-            format!("INFO 01-15 08:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 10.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, Preemptions: {n}, CPU KV cache usage: 90.0%")
-        };
-        let (a, b) = (stats(3), stats(2));
-        let run = run_of(&[&a, &b], NOW);
-        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 5);
-        let warn = |n: u32| {
-            format!("WARNING 01-15 08:00:00 scheduler.py:1089] Sequence group {n} is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption={n}")
-        };
-        let (a, b) = (warn(1), warn(51));
-        let run = run_of(&[&a, &b], NOW);
-        assert_eq!(run.server_log.event_count(ServerEvent::Preemption), 51);
     }
 }

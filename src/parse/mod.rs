@@ -6,6 +6,7 @@
 
 pub mod ansi;
 mod detect;
+pub mod envelope;
 pub(crate) mod number;
 mod regex_format;
 mod run_inference;

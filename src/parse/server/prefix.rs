@@ -65,7 +65,7 @@ impl Stamp {
 }
 
 /// Howard Hinnant's `days_from_civil`: days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: u8, day: u8) -> i64 {
+pub(crate) fn days_from_civil(year: i64, month: u8, day: u8) -> i64 {
     let (m, d) = (i64::from(month), i64::from(day));
     let y = if m <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
