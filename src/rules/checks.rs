@@ -636,7 +636,7 @@ fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
 
 /// Finished with nothing left being processed, or stopped at its budget (its driver's cap
 /// leaves the last partition short of its plan, so the log never says it is done).
-fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
+pub(super) fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
     run.budget_reached(views) || Run::complete(views) || (run.finished(views) && !run.any_active())
 }
 

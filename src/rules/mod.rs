@@ -136,14 +136,48 @@ pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Ve
         history,
         now,
     };
-    TABLE
+    let mut conditions: Vec<Condition> = TABLE
         .iter()
         .filter_map(|rule| {
             let config = rules.get(rule.alert);
             config.enabled.then(|| (rule.check)(&judged, config))
         })
         .flatten()
-        .collect()
+        .collect();
+    if checks::run_finished(run, &judged.views) {
+        finished(&mut conditions);
+    }
+    conditions
+}
+
+/// Finished means finished for every rule: once the run is done no new page of any kind is
+/// sent for it (what its records say is the `RunFinished` notice's and the dataset card's to
+/// tell); the findings that still hold are listed in the notice, and any alert still firing
+/// resolves.
+fn finished(conditions: &mut Vec<Condition>) {
+    let ends = |a: AlertName| matches!(a, AlertName::PartitionFinished | AlertName::RunFinished);
+    let held: Vec<String> = conditions
+        .iter()
+        .filter(|c| !ends(c.alert))
+        .map(|c| match &c.partition {
+            Some(p) => format!("- {} on {p}: {}", c.alert, c.summary),
+            None => format!("- {}: {}", c.alert, c.summary),
+        })
+        .collect();
+    conditions.retain(|c| ends(c.alert));
+    if held.is_empty() {
+        return;
+    }
+    if let Some(notice) = conditions
+        .iter_mut()
+        .find(|c| c.alert == AlertName::RunFinished)
+    {
+        notice.details = format!(
+            "{}\nHeld when the run finished (not paged):\n{}",
+            notice.details,
+            held.join("\n")
+        );
+    }
 }
 
 #[cfg(test)]

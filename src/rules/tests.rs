@@ -635,3 +635,42 @@ fn duplicates_are_noticed_once_a_pass_repeats_an_id() {
     );
     assert!(notice[0].details.contains("B1-7"));
 }
+
+#[test]
+fn a_finished_run_pages_nothing_new_and_its_notice_says_what_held() {
+    let cut = Facts {
+        finish_reason: Some("length".into()),
+        tokens: Some(10240),
+        ..Facts::default()
+    };
+    let mut run = with_records(160, |_, s| s.add(&cut, 10));
+    // Unfinished, the truncation pages.
+    assert_eq!(
+        alerts(&eval(&run, T0 + 61.0)),
+        [(AlertName::TruncationHigh, Some("B1"))]
+    );
+    // Its log says every partition is done: the notices alone, the finding inside.
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0, "B1: 160 prompts"),
+            (T0 + 60.0, "  160/160 (0 err) 2.0 req/s avg_comp=300tok ETA=0s"),
+            (T0 + 61.0, "Done: B1 (160 responses)"),
+            (T0 + 61.0, "All partitions complete."),
+        ],
+    );
+    let c = eval(&run, T0 + 61.0);
+    assert_eq!(
+        alerts(&c),
+        [
+            (AlertName::PartitionFinished, Some("B1")),
+            (AlertName::RunFinished, None)
+        ]
+    );
+    let notice = &c[1].details;
+    assert!(
+        notice.contains("Held when the run finished (not paged):\n- TruncationHigh on B1: 160 of the last 160 responses"),
+        "{notice}"
+    );
+}
