@@ -42,7 +42,8 @@ pub(super) struct FollowedLog {
 /// A line's time: its envelope's, unless that is ahead of `now` (another clock, another
 /// zone) or `now` is earlier (a backlog is stamped no later than the file's mtime).
 fn line_time(at: Option<f64>, now: f64) -> f64 {
-    at.filter(|at| *at <= now + 60.0).map_or(now, |at| at.min(now))
+    at.filter(|at| *at <= now + 60.0)
+        .map_or(now, |at| at.min(now))
 }
 
 /// What one poll of a log did.
@@ -161,8 +162,10 @@ impl FollowedLog {
             let utc_offset = model.utc_offset;
             let (parser, stripped) = (&mut self.parser, &mut self.stripped);
             for &end in &self.ends {
-                self.unwrap
-                    .lines(&self.batch[start..end], utc_offset, &mut |piece| match piece {
+                self.unwrap.lines(
+                    &self.batch[start..end],
+                    utc_offset,
+                    &mut |piece| match piece {
                         Piece::Text(text, at) => {
                             let line = ansi::strip(text, stripped);
                             model.ingest(index, line, parser.parse(line), line_time(at, now));
@@ -171,7 +174,8 @@ impl FollowedLog {
                             let raw = &self.batch[start..end];
                             model.ingest(index, raw, Some(Event::Unparsed), now)
                         }
-                    });
+                    },
+                );
                 start = end;
             }
             if result.as_ref().is_ok_and(|p| !p.more) {

@@ -161,7 +161,10 @@ impl ServerLogState {
         if let Some(n) = r.preemptions {
             self.preemptions_counted = Some(self.preemptions_counted.unwrap_or(0) + n);
         }
-        let running = self.ranks.iter().any(|k| k.running.is_some_and(|n| n > 0.0));
+        let running = self
+            .ranks
+            .iter()
+            .any(|k| k.running.is_some_and(|n| n > 0.0));
         if let (true, Some(last)) = (running, self.last_report_at) {
             if at >= last {
                 if self.gaps.len() == GAPS_KEPT {
@@ -454,7 +457,16 @@ mod tests {
     fn a_log_silent_longer_than_its_engine_reports_holds_a_hang() {
         // SGLang reporting every second with 150 running, then nothing.
         let lines: Vec<String> = (0..6)
-            .map(|i| sglang(&format!("2027-01-15 08:00:0{i}"), "TP0", 150, 9000, 0.4, 900.0))
+            .map(|i| {
+                sglang(
+                    &format!("2027-01-15 08:00:0{i}"),
+                    "TP0",
+                    150,
+                    9000,
+                    0.4,
+                    900.0,
+                )
+            })
             .collect();
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let last = 1_800_000_005.0;
@@ -466,7 +478,16 @@ mod tests {
         assert_eq!(run.server_stuck_seconds(last + 11.0), Some(11.0));
         // An engine that reports every 20 s is not hung after 30 s of silence.
         let slow: Vec<String> = (0..3)
-            .map(|i| sglang(&format!("2027-01-15 08:0{i}:00"), "TP0", 150, 9000, 0.4, 900.0))
+            .map(|i| {
+                sglang(
+                    &format!("2027-01-15 08:0{i}:00"),
+                    "TP0",
+                    150,
+                    9000,
+                    0.4,
+                    900.0,
+                )
+            })
             .collect();
         let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
         let run = run_of(&slow, 1_800_000_120.0);
@@ -474,7 +495,14 @@ mod tests {
         let run = {
             let twenty: Vec<String> = (0..3)
                 .map(|i| {
-                    sglang(&format!("2027-01-15 08:00:{:02}", i * 20), "TP0", 150, 9000, 0.4, 900.0)
+                    sglang(
+                        &format!("2027-01-15 08:00:{:02}", i * 20),
+                        "TP0",
+                        150,
+                        9000,
+                        0.4,
+                        900.0,
+                    )
                 })
                 .collect();
             let twenty: Vec<&str> = twenty.iter().map(String::as_str).collect();
@@ -487,7 +515,9 @@ mod tests {
 
     #[test]
     fn v0_warnings_count_as_lines_and_their_count_is_a_lower_bound() {
-        let warn = |n: u32| format!("WARNING 01-15 08:00:00 scheduler.py:1077] Sequence group cmpl-{n}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption={n}");
+        let warn = |n: u32| {
+            format!("WARNING 01-15 08:00:00 scheduler.py:1077] Sequence group cmpl-{n}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption={n}")
+        };
         let lines = [warn(1), warn(51), warn(101)];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let run = run_of(&lines, NOW);

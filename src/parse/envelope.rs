@@ -147,7 +147,10 @@ impl Unwrap {
             (_, Some(Envelope::Cri)) => self.cri(raw, out),
             (_, Some(Envelope::Docker)) => match docker(raw) {
                 Some(record) => {
-                    let at = record.time.as_deref().and_then(|t| timestamp(t, utc_offset));
+                    let at = record
+                        .time
+                        .as_deref()
+                        .and_then(|t| timestamp(t, utc_offset));
                     let whole = record.log.ends_with('\n');
                     self.text(record.log.as_bytes(), at, !whole, out);
                 }
@@ -163,9 +166,7 @@ impl Unwrap {
                     }
                 }
                 Some(JsonText::Other) => out(Piece::Text(raw, None)),
-                None if self.setting == Envelope::Json || self.json_seen => {
-                    out(Piece::Unreadable)
-                }
+                None if self.setting == Envelope::Json || self.json_seen => out(Piece::Unreadable),
                 None => out(Piece::Text(raw, None)),
             },
             _ => out(Piece::Text(raw, None)),
@@ -356,14 +357,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(Field(None))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
                 while a
                     .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
                     .is_some()
                 {}
                 Ok(Field(None))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
                 while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
                 Ok(Field(None))
             }
@@ -499,9 +506,7 @@ pub fn timestamp(text: &str, utc_offset: i64) -> Option<f64> {
         [b'Z' | b'z'] => 0,
         [sign @ (b'+' | b'-'), rest @ ..] => {
             let (h, m) = match rest {
-                [h1, h2, b':', m1, m2] | [h1, h2, m1, m2] => {
-                    (two(*h1, *h2)?, two(*m1, *m2)?)
-                }
+                [h1, h2, b':', m1, m2] | [h1, h2, m1, m2] => (two(*h1, *h2)?, two(*m1, *m2)?),
                 [h1, h2] => (two(*h1, *h2)?, 0),
                 _ => return None,
             };
@@ -520,7 +525,8 @@ pub fn timestamp(text: &str, utc_offset: i64) -> Option<f64> {
 }
 
 fn two(a: u8, b: u8) -> Option<i64> {
-    (a.is_ascii_digit() && b.is_ascii_digit()).then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
+    (a.is_ascii_digit() && b.is_ascii_digit())
+        .then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub struct RunInference;
 
 impl RunInference {
     pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
-        let body = line.trim_ascii_start();
+        let body = without_logger_prefix(line.trim_ascii_start());
         let keyword = match body.first()? {
             b'0'..=b'9' => canonical(body)
                 .or_else(|| progress(body))
@@ -40,6 +40,60 @@ impl RunInference {
         // A partition may be named anything, `M1_metamath` or `7B_eval` too: the first byte
         // only says which keyword form to try first, never that `NAME: N prompts` cannot match.
         keyword.or_else(|| planned(body))
+    }
+}
+
+/// Python's logging levels, as `%(levelname)s` prints them.
+const LEVELS: [&[u8]; 5] = [b"INFO", b"WARNING", b"ERROR", b"DEBUG", b"CRITICAL"];
+
+/// The message of a line a driver wrote through Python's `logging`: `2026-12-04 19:03:44,620
+/// INFO Processing: B1` (`%(asctime)s %(levelname)s`, with ` - ` or `:` between, a logger's
+/// name after the level), or `INFO:root:Processing: B1` (`basicConfig`'s default). Any other
+/// line is returned whole: the prefix must be one of these exactly, so a progress line that
+/// begins with digits is never cut.
+fn without_logger_prefix(line: &[u8]) -> &[u8] {
+    let mut rest = line;
+    // `YYYY-MM-DD HH:MM:SS[,mmm]`
+    let stamped = rest.len() > 20
+        && rest[4] == b'-'
+        && rest[7] == b'-'
+        && rest[10] == b' '
+        && rest[13] == b':'
+        && rest[16] == b':'
+        && rest[..4].iter().all(u8::is_ascii_digit);
+    if stamped {
+        let mut end = 19;
+        if matches!(rest.get(end), Some(b',' | b'.')) {
+            end += 1 + rest[end + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+        }
+        rest = rest[end..]
+            .trim_ascii_start()
+            .strip_prefix(b"- ")
+            .unwrap_or(&rest[end..])
+            .trim_ascii_start();
+    }
+    let Some(level) = LEVELS.iter().find(|l| rest.starts_with(l)) else {
+        return line;
+    };
+    let after = &rest[level.len()..];
+    match after.first() {
+        // `INFO:root:message`
+        Some(b':') => {
+            let after = &after[1..];
+            match memchr::memchr(b':', after) {
+                Some(colon) if !after[..colon].contains(&b' ') => &after[colon + 1..],
+                _ => after,
+            }
+        }
+        // `… INFO message`, `… INFO - message`, `… INFO name: message`
+        Some(b' ') if stamped => {
+            let after = after.trim_ascii_start();
+            after.strip_prefix(b"- ").unwrap_or(after)
+        }
+        _ => line,
     }
 }
 
@@ -205,6 +259,36 @@ fn planned(body: &[u8]) -> Option<Event<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_written_through_python_logging_are_read_after_their_prefix() {
+        let r = RunInference;
+        for line in [
+            "2026-12-04 19:03:44,620 INFO Processing: B1 (SHORT)",
+            "2026-12-04 19:03:44,620 - INFO - Processing: B1 (SHORT)",
+            "2026-12-04 19:03:44 INFO Processing: B1 (SHORT)",
+            "INFO:root:Processing: B1 (SHORT)",
+        ] {
+            assert_eq!(
+                r.parse(line.as_bytes()),
+                Some(Event::Partition {
+                    name: "B1",
+                    mode: Some("SHORT")
+                }),
+                "{line}"
+            );
+        }
+        assert!(matches!(
+            r.parse(b"2026-12-04 19:03:45,001 INFO   10/40 (0 err) 2.0 req/s"),
+            Some(Event::Progress(_))
+        ));
+        // No prefix of that shape: the line is read whole, digits first too.
+        assert!(matches!(
+            r.parse(b"  10/40 (0 err) 2.0 req/s"),
+            Some(Event::Progress(_))
+        ));
+        assert_eq!(r.parse(b"INFORMATION: Processing: B1"), None);
+    }
 
     fn parse(line: &str) -> Option<Event<'_>> {
         RunInference.parse(line.as_bytes())

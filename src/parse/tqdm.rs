@@ -34,9 +34,26 @@ impl Default for Tqdm {
     }
 }
 
-/// vLLM's offline `LLM.generate` draws this bar while it queues the prompts, before the
-/// `Processed prompts` bar that tracks the work: it is not a partition.
-const QUEUEING_BARS: [&str; 1] = ["Adding requests"];
+/// Bars that track setting up, not the work, by the start of their description: vLLM's
+/// offline `LLM.generate` queues (`Adding requests`, to 0.10) or renders (`Rendering prompts`,
+/// `Rendering conversations`) its prompts before the bar of the work; every engine loads its
+/// weights (`Loading safetensors checkpoint shards`) and captures CUDA graphs. None is a
+/// partition.
+const SETUP_BARS: [&str; 4] = [
+    "Adding requests",
+    "Rendering ",
+    "Loading ",
+    "Capturing CUDA graph",
+];
+
+/// Bars of the work whose description names no partition: vLLM's offline `LLM.generate`
+/// (`Processed prompts`, one bar per call) and its `run_batch` (`Running batch`). Their frames
+/// belong to the partition the driver announced last (docs/formats.md#vllms-own-batch-tools).
+const WORK_BARS: [&str; 2] = ["Processed prompts", "Running batch"];
+
+/// `Running batch:  52% Completed | 21/40 [00:05<00:04,  3.99req/s]`: vLLM's own bar format
+/// (`run_batch`, weight loading), without a bar between the bars.
+const COMPLETED_BAR: &[u8] = b"% Completed |";
 
 /// tqdm's `format_sizeof` prefixes, in order.
 const SI: &[u8] = b"kMGTPEZY";
@@ -50,13 +67,22 @@ impl Tqdm {
     }
 
     pub fn parse<'a>(&self, line: &'a [u8]) -> Option<Event<'a>> {
-        let frame = match memchr::memmem::find(line, b"%|") {
-            Some(pct) => with_bar(line, pct, self.divisor)?,
-            None => without_total(line, self.divisor)?,
+        let frame = if let Some(pct) = memchr::memmem::find(line, b"%|") {
+            with_bar(line, pct, 1, self.divisor)?
+        } else if let Some(pct) = memchr::memmem::find(line, COMPLETED_BAR) {
+            with_bar(line, pct, COMPLETED_BAR.len() - 2, self.divisor)?
+        } else {
+            without_total(line, self.divisor)?
         };
+        let setup = |d: &str| SETUP_BARS.iter().any(|s| d.starts_with(s));
         Some(match frame {
-            Some(p) if p.partition.is_some_and(|d| QUEUEING_BARS.contains(&d)) => Event::Queued,
-            Some(p) => Event::Progress(p),
+            Some(p) if p.partition.is_some_and(setup) => Event::Queued,
+            Some(mut p) => {
+                if p.partition.is_some_and(|d| WORK_BARS.contains(&d)) {
+                    p.partition = None;
+                }
+                Event::Progress(p)
+            }
             None => Event::Unparsed,
         })
     }
@@ -92,9 +118,10 @@ fn count(s: &[u8], divisor: f64) -> Result<Count, ()> {
     })
 }
 
-/// `desc:  45%|bar| n/total [elapsed<remaining, rate, postfix]`. `None`: not a frame;
-/// `Some(None)`: a frame that cannot be read exactly.
-fn with_bar(line: &[u8], pct: usize, divisor: f64) -> Option<Option<Progress<'_>>> {
+/// `desc:  45%|bar| n/total [elapsed<remaining, rate, postfix]`; the bar's text begins
+/// `open + 1` bytes after the `%` (for vLLM's bar-less format, at the `|` that ends it).
+/// `None`: not a frame; `Some(None)`: a frame that cannot be read exactly.
+fn with_bar(line: &[u8], pct: usize, open: usize, divisor: f64) -> Option<Option<Progress<'_>>> {
     let head = &line[..pct];
     let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
@@ -102,7 +129,7 @@ fn with_bar(line: &[u8], pct: usize, divisor: f64) -> Option<Option<Progress<'_>
     }
     let percent = parse_f64(&head[head.len() - digits..])?;
     let desc = description(&head[..head.len() - digits]);
-    let after = &line[pct + 2..];
+    let after = &line[pct + open + 1..];
     let close = memchr::memchr(b'|', after)?;
     let stats = &after[close + 1..];
     let open = memchr::memchr(b'[', stats)?;
@@ -442,7 +469,9 @@ mod tests {
     #[test]
     fn vllm_offline_bars() {
         let p = progress("Processed prompts:  45%|████▌     | 4500/10000 [01:23<01:42, 54.20it/s, est. speed input: 23456.78 toks/s, output: 11765.43 toks/s]");
-        assert_eq!(p.partition, Some("Processed prompts"));
+        // One bar per call: the frames are the partition the driver announced.
+        assert_eq!(p.partition, None);
+        assert_eq!(p.completed, Some(4500));
         assert_eq!(p.tokens_per_second, Some(11765.43));
         assert_eq!(p.requests_per_second, Some(54.2));
         assert_eq!(
@@ -452,6 +481,23 @@ mod tests {
             ),
             Some(Event::Queued)
         );
+        // As vLLM 0.32 draws them (tests/testdata/tqdm/vllm-0.32.0-offline.log).
+        for setup in [
+            "Rendering prompts: 100%|██████████| 24/24 [00:00<00:00, 1354.42it/s]",
+            "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00, 202.83it/s]",
+        ] {
+            assert_eq!(
+                Tqdm::default().parse(setup.as_bytes()),
+                Some(Event::Queued),
+                "{setup}"
+            );
+        }
+        let p = progress("Running batch:  52% Completed | 21/40 [00:05<00:04,  3.99req/s]");
+        assert_eq!(
+            (p.partition, p.completed, p.planned),
+            (None, Some(21), Some(40))
+        );
+        assert_eq!(p.requests_per_second, Some(3.99));
     }
 
     #[test]

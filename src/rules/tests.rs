@@ -655,7 +655,10 @@ fn a_finished_run_pages_nothing_new_and_its_notice_says_what_held() {
         &[
             (T0, "Processing: B1 (SHORT)"),
             (T0, "B1: 160 prompts"),
-            (T0 + 60.0, "  160/160 (0 err) 2.0 req/s avg_comp=300tok ETA=0s"),
+            (
+                T0 + 60.0,
+                "  160/160 (0 err) 2.0 req/s avg_comp=300tok ETA=0s",
+            ),
             (T0 + 61.0, "Done: B1 (160 responses)"),
             (T0 + 61.0, "All partitions complete."),
         ],

@@ -28,7 +28,12 @@ fn times_are_read_with_their_zone_or_as_local_time() {
     assert_eq!(timestamp("2026-12-04T10:00:00-0500", 0), Some(utc));
     // Python's asctime: local time, a comma before the milliseconds.
     assert_eq!(timestamp("2026-12-04 16:00:00,250", 3600), Some(utc + 0.25));
-    for bad in ["2026-13-04T15:00:00Z", "2026-12-04T15:00", "yesterday", "2026-12-04T15:00:00+1"] {
+    for bad in [
+        "2026-13-04T15:00:00Z",
+        "2026-12-04T15:00",
+        "yesterday",
+        "2026-12-04T15:00:00+1",
+    ] {
         assert_eq!(timestamp(bad, 0), None, "{bad}");
     }
 }
