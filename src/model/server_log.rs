@@ -78,10 +78,17 @@ pub struct ServerLogState {
     /// The latest intervals between reports while requests ran: the engine's cadence.
     #[serde(default)]
     gaps: Vec<Seconds>,
+    /// The latest retraction line's data-parallel rank, message and time, to count the
+    /// copies its other ranks print once.
+    #[serde(skip)]
+    last_retraction: Option<(Option<u32>, Vec<u8>, Seconds)>,
     #[serde(default)]
     seq: u64,
     #[serde(default)]
     last_report_seq: u64,
+    /// Where the latest fatal line counted is among the log's lines.
+    #[serde(default)]
+    fatal_seq: u64,
     /// The format the log was found in: it sets how long a silent rank is believed.
     #[serde(default)]
     pub format: Option<Format>,
@@ -120,7 +127,16 @@ impl ServerLogState {
         match line {
             ServerLine::Event(event) => {
                 self.seq += 1;
-                self.count(event, 1);
+                // One crash is one fatal event however many lines tell it (vLLM's EngineCore,
+                // its client and the API server each say so; SGLang's SIGQUIT echoes its
+                // watchdog): a fatal line after another, with no report between, is the same
+                // crash.
+                if event == ServerEvent::Fatal {
+                    if self.fatal_seq > self.last_report_seq {
+                        return;
+                    }
+                    self.fatal_seq = self.seq;
+                }
                 if event.is_fatal() {
                     let text = String::from_utf8_lossy(&text[..text.len().min(400)]);
                     self.last_fatal = Some(Fatal {
@@ -130,6 +146,10 @@ impl ServerLogState {
                         seq: self.seq,
                     });
                 }
+                if event == ServerEvent::Retract && self.echoed_retraction(text, at) {
+                    return;
+                }
+                self.count(event, 1);
             }
             ServerLine::Report(report) => {
                 self.seq += 1;
@@ -151,6 +171,22 @@ impl ServerLogState {
             }
             ServerLine::Unreadable => {}
         }
+    }
+
+    /// Whether a retraction line repeats the one before: SGLang prints a retraction on every
+    /// tensor-parallel rank of its data-parallel group, the same message under each rank's
+    /// prefix within the second; a second retraction says another `#new_token_ratio`.
+    fn echoed_retraction(&mut self, text: &[u8], at: Seconds) -> bool {
+        let p = crate::parse::server::prefix::split(text);
+        let key = (p.dp_rank, p.message.trim_ascii().to_vec(), at);
+        let echoed = self
+            .last_retraction
+            .as_ref()
+            .is_some_and(|(dp, message, then)| {
+                *dp == key.0 && *message == key.1 && (at - then).abs() <= 1.0
+            });
+        self.last_retraction = Some(key);
+        echoed
     }
 
     fn count(&mut self, event: ServerEvent, n: u64) {

@@ -123,8 +123,13 @@ impl ServerEvent {
     }
 
     /// Whether the server is gone after it: the cause of a stall is then *server crashed*.
+    /// Lines that say the server died. A failed health check is not one: SGLang fails it when
+    /// one forward pass outlasts its 20 s, alive and busy; a hang shows as a silent log.
     pub fn is_fatal(self) -> bool {
-        !matches!(self, ServerEvent::Retract | ServerEvent::Preemption)
+        !matches!(
+            self,
+            ServerEvent::Retract | ServerEvent::Preemption | ServerEvent::HealthCheckFailed
+        )
     }
 }
 

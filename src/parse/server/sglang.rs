@@ -58,12 +58,16 @@ pub fn report(p: &Prefix<'_>) -> Option<Option<ServerReport>> {
             mamba: r.ratio(fields.number(b"mamba usage"), false),
         }
     };
-    // SGLang's own `token_usage` is the fullest pool where a hybrid model prints several.
+    // SGLang's own `token_usage` is the fullest pool where a hybrid model prints several;
+    // until 0.5.5 (whose lines end every field with `, `) a mamba model's was its full
+    // attention pool alone, the mamba state slots apart.
+    let mamba_apart = pools.mamba.is_some() && rest.trim_ascii_end().ends_with(b",");
     let kv = if inline {
         None
     } else {
         r.ratio(fields.number(b"token usage"), false)
     }
+    .or_else(|| if mamba_apart { pools.full } else { None })
     .or_else(|| pools.iter().map(|(_, v)| v).reduce(f64::max));
     let kv_tokens = match fields.raw(b"#token") {
         Some(v) if v.starts_with(b"full=") => None,
