@@ -57,8 +57,12 @@ pub(super) struct Polled {
 
 impl FollowedLog {
     pub(super) fn new(log: &LogConfig, max_line_bytes: usize) -> FollowedLog {
+        let mut follower = Follower::new(&log.path, max_line_bytes);
+        if matches!(log.envelope, Envelope::Cri | Envelope::Docker) {
+            follower.end_lines_at_newlines();
+        }
         FollowedLog {
-            follower: Follower::new(&log.path, max_line_bytes),
+            follower,
             parser: log.parser.clone(),
             unwrap: Unwrap::new(log.envelope),
             last_problem: None,
@@ -190,6 +194,11 @@ impl FollowedLog {
             if model.logs[index].envelope != envelope {
                 model.logs[index].envelope = envelope;
                 self.announce_envelope();
+                // A record's `\r` (tqdm's frames) is the envelope's to split, knowing where a
+                // cut record ends.
+                if matches!(envelope, Some(Envelope::Cri | Envelope::Docker)) {
+                    self.follower.end_lines_at_newlines();
+                }
             }
             let stats = self.follower.stats();
             let log = &mut model.logs[index];

@@ -89,6 +89,9 @@ pub struct ServerLogState {
     /// Where the latest fatal line counted is among the log's lines.
     #[serde(default)]
     fatal_seq: u64,
+    /// Likewise for the latest out-of-memory line counted.
+    #[serde(default)]
+    oom_seq: u64,
     /// The format the log was found in: it sets how long a silent rank is believed.
     #[serde(default)]
     pub format: Option<Format>,
@@ -131,11 +134,19 @@ impl ServerLogState {
                 // its client and the API server each say so; SGLang's SIGQUIT echoes its
                 // watchdog): a fatal line after another, with no report between, is the same
                 // crash.
+                // So is one out-of-memory error, which a dying engine's traceback prints
+                // again on stderr.
                 if event == ServerEvent::Fatal {
                     if self.fatal_seq > self.last_report_seq {
                         return;
                     }
                     self.fatal_seq = self.seq;
+                }
+                if event == ServerEvent::Oom {
+                    if self.oom_seq > self.last_report_seq {
+                        return;
+                    }
+                    self.oom_seq = self.seq;
                 }
                 if event.is_fatal() {
                     let text = String::from_utf8_lossy(&text[..text.len().min(400)]);

@@ -87,10 +87,13 @@ pub struct Unwrap {
     /// A JSON log object was met (said once, to name the envelope).
     json_seen: bool,
     /// The text of a cut record so far, waiting for the rest of its line.
-    held: Vec<u8>,
+    held: [Vec<u8>; 2],
     /// The record being read was cut (CRI `P`, a json-file `log` without its `\n`): its last
     /// piece of text is held, not handed out.
-    cut: bool,
+    cut: [bool; 2],
+    /// The stream of the record being read (stdout 0, stderr 1): a container's two streams
+    /// interleave whole records, so each holds its own cut line.
+    stream: usize,
     /// The current CRI record's time, for the pieces a `\r` split off it.
     record_at: Option<f64>,
 }
@@ -127,7 +130,10 @@ impl Unwrap {
     /// The start of a cut line, which the next record completes: a tqdm frame still being
     /// drawn, read before its end arrives.
     pub fn pending(&self) -> Option<&[u8]> {
-        (self.cut && !self.held.is_empty()).then_some(self.held.as_slice())
+        (0..2)
+            .rev()
+            .find(|&i| self.cut[i] && !self.held[i].is_empty())
+            .map(|i| self.held[i].as_slice())
     }
 
     /// Hands `out` the text lines of `raw` (one line as the log file holds it, without its
@@ -152,6 +158,7 @@ impl Unwrap {
                         .as_deref()
                         .and_then(|t| timestamp(t, utc_offset));
                     let whole = record.log.ends_with('\n');
+                    self.stream = usize::from(record.stream.as_deref() == Some("stderr"));
                     self.text(record.log.as_bytes(), at, !whole, out);
                 }
                 None => out(Piece::Unreadable),
@@ -176,11 +183,11 @@ impl Unwrap {
     /// A CRI line: `TIME STREAM TAG CONTENT`. The follower splits lines at `\r` too (tqdm's
     /// frames), so a line without the header is the rest of the record before it.
     fn cri(&mut self, raw: &[u8], out: &mut dyn FnMut(Piece<'_>)) {
-        let Some((at, cut, content)) = cri_header(raw) else {
+        let Some((at, stream, cut, content)) = cri_header(raw) else {
             // A `\r` inside the record ended the piece before: that piece was whole.
-            if self.cut {
+            if self.cut[self.stream] {
                 self.flush(out);
-                self.held.extend_from_slice(raw);
+                self.held[self.stream].extend_from_slice(raw);
             } else {
                 out(Piece::Text(raw, self.record_at));
             }
@@ -194,6 +201,7 @@ impl Unwrap {
             }
         };
         self.record_at = Some(at);
+        self.stream = stream;
         self.text(content, Some(at), cut, out);
     }
 
@@ -204,31 +212,31 @@ impl Unwrap {
         let mut pieces = text.split(|&b| b == b'\n' || b == b'\r').peekable();
         while let Some(piece) = pieces.next() {
             let last = pieces.peek().is_none();
-            if !self.held.is_empty() {
-                self.held.extend_from_slice(piece);
+            if !self.held[self.stream].is_empty() {
+                self.held[self.stream].extend_from_slice(piece);
                 if last && cut {
                     break;
                 }
-                out(Piece::Text(&self.held, at));
-                self.held.clear();
+                out(Piece::Text(&self.held[self.stream], at));
+                self.held[self.stream].clear();
                 continue;
             }
             if last && cut {
-                self.held.extend_from_slice(piece);
+                self.held[self.stream].extend_from_slice(piece);
                 break;
             }
             if !piece.is_empty() {
                 out(Piece::Text(piece, at));
             }
         }
-        self.cut = cut;
+        self.cut[self.stream] = cut;
     }
 
     /// Hands out the held start of a line as a whole line.
     fn flush(&mut self, out: &mut dyn FnMut(Piece<'_>)) {
-        if !self.held.is_empty() {
-            out(Piece::Text(&self.held, self.record_at));
-            self.held.clear();
+        if !self.held[self.stream].is_empty() {
+            out(Piece::Text(&self.held[self.stream], self.record_at));
+            self.held[self.stream].clear();
         }
     }
 }
@@ -251,16 +259,17 @@ pub fn texts(head: &[u8], out: &mut dyn FnMut(&[u8])) {
 
 /// The CRI header of `line`: its time (`None` when unreadable), whether the record was cut
 /// (`P`), and its content. `None` when the line has no CRI header.
-fn cri_header(line: &[u8]) -> Option<(Option<f64>, bool, &[u8])> {
+fn cri_header(line: &[u8]) -> Option<(Option<f64>, usize, bool, &[u8])> {
     // `2026-12-04T15:00:00` at least, then the rest of the stamp up to a space.
     if line.len() < 20 || line[4] != b'-' || line[10] != b'T' || !line[0].is_ascii_digit() {
         return None;
     }
     let space = memchr::memchr(b' ', line)?;
     let rest = &line[space + 1..];
-    let rest = rest
-        .strip_prefix(b"stdout ")
-        .or_else(|| rest.strip_prefix(b"stderr "))?;
+    let (stream, rest) = match rest.strip_prefix(b"stdout ") {
+        Some(rest) => (0, rest),
+        None => (1, rest.strip_prefix(b"stderr ")?),
+    };
     let tag_end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
     let cut = match &rest[..tag_end] {
         b"F" => false,
@@ -275,7 +284,7 @@ fn cri_header(line: &[u8]) -> Option<(Option<f64>, bool, &[u8])> {
     let at = std::str::from_utf8(&line[..space])
         .ok()
         .and_then(|t| timestamp(t, 0));
-    Some((at, cut, content))
+    Some((at, stream, cut, content))
 }
 
 /// A Docker json-file record.
@@ -285,6 +294,8 @@ struct DockerRecord<'a> {
     log: Cow<'a, str>,
     #[serde(borrow, default)]
     time: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stream: Option<Cow<'a, str>>,
 }
 
 fn docker(line: &[u8]) -> Option<DockerRecord<'_>> {

@@ -197,6 +197,14 @@ impl Follower {
         self
     }
 
+    /// From now on ends lines at `\n` only: a container runtime's log, whose records keep a
+    /// program's `\r` inside them, found to be one after its first lines were read.
+    pub fn end_lines_at_newlines(&mut self) {
+        if self.mode == Mode::Lines {
+            self.mode = Mode::NewlineOnly;
+        }
+    }
+
     /// Ends lines at `\n` only and counts them instead of handing each out: what an output
     /// file is read for when it is not inspected. Oversized lines are still reported one by one.
     pub fn count_only(mut self) -> Follower {

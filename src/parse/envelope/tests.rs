@@ -187,3 +187,49 @@ fn names_round_trip() {
         assert_eq!(e.as_str().parse::<Envelope>(), Ok(e));
     }
 }
+
+/// Every sample in `tests/testdata/envelopes/` (made with the real loggers and tqdm, and with
+/// ports of the container runtimes' writers, as each `.md` says) unwraps to the lines its
+/// `.md` lists under "Text inside".
+#[test]
+fn every_envelope_sample_unwraps_to_the_text_its_notes_list() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/envelopes");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let notes = std::fs::read_to_string(path.with_extension("md")).unwrap();
+        let inside = notes
+            .split("## Text inside")
+            .nth(1)
+            .expect("a Text inside section");
+        let want: Vec<&str> = inside
+            .split("```")
+            .nth(1)
+            .expect("a fenced list")
+            .lines()
+            .skip(1)
+            .collect();
+        let raw = std::fs::read(&path).unwrap();
+        let mut u = Unwrap::new(Envelope::Auto);
+        let mut got = Vec::new();
+        // As the follower reads a container's log once it is found to be one: lines end at
+        // `\n` alone.
+        let container = cri_header(&raw).is_some() || raw.starts_with(b"{\"log\":");
+        let ends = |b: &u8| *b == b'\n' || (!container && *b == b'\r');
+        for line in raw.split(ends) {
+            if line.is_empty() {
+                continue;
+            }
+            u.lines(line, 0, &mut |p| match p {
+                Piece::Text(t, _) => got.push(String::from_utf8_lossy(t).into_owned()),
+                Piece::Unreadable => panic!("{}: an unreadable envelope", path.display()),
+            });
+        }
+        assert_eq!(got, want, "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 7, "only {checked} samples");
+}

@@ -261,23 +261,31 @@ fn request_line(message: &[u8]) -> Option<RequestLine> {
     ];
     if REQUEST.iter().any(|w| message.starts_with(w)) {
         // `Request …` alone is too general: vLLM's is `Request <id> …: prompt`/`output`.
-        if !message.starts_with(b"Request ") || find(message, b"prompt").is_some() {
+        // `Request … failed (engine dead).` is vLLM's word on each request a death took.
+        if !message.starts_with(b"Request ")
+            || find(message, b"prompt").is_some()
+            || find(message, b" failed (engine dead)").is_some()
+        {
             return Some(RequestLine::Request);
         }
     }
     access_line(message).then_some(RequestLine::Access)
 }
 
-/// `INFO:     127.0.0.1:53650 - "GET /health HTTP/1.1" 200 OK`.
+/// `INFO:     127.0.0.1:53650 - "GET /health HTTP/1.1" 200 OK`, or its message alone as a
+/// JSON formatter gives it (`127.0.0.1:53650 - "GET /health HTTP/1.1" 200`).
 fn access_line(message: &[u8]) -> bool {
-    let Some(colon) = memchr::memchr(b':', message) else {
-        return false;
+    let rest = match memchr::memchr(b':', message) {
+        Some(colon)
+            if matches!(
+                &message[..colon],
+                b"INFO" | b"WARNING" | b"ERROR" | b"DEBUG"
+            ) =>
+        {
+            &message[colon + 1..]
+        }
+        _ => message,
     };
-    let level = &message[..colon];
-    if !matches!(level, b"INFO" | b"WARNING" | b"ERROR" | b"DEBUG") {
-        return false;
-    }
-    let rest = &message[colon + 1..];
     let Some(dash) = find(rest, b" - \"") else {
         return false;
     };

@@ -67,7 +67,7 @@ pub fn report(p: &Prefix<'_>) -> Option<Option<ServerReport>> {
     } else {
         r.ratio(fields.number(b"token usage"), false)
     }
-    .or_else(|| if mamba_apart { pools.full } else { None })
+    .or(if mamba_apart { pools.full } else { None })
     .or_else(|| pools.iter().map(|(_, v)| v).reduce(f64::max));
     let kv_tokens = match fields.raw(b"#token") {
         Some(v) if v.starts_with(b"full=") => None,
