@@ -80,19 +80,11 @@ fn tied(p: &Proc, dir: &Path) -> bool {
 
 fn read(pid: u32) -> Option<Proc> {
     let base = PathBuf::from(format!("/proc/{pid}"));
-    let raw = std::fs::read(base.join("cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if args.is_empty() {
-        return None; // a kernel thread
-    }
-    let (state, ppid) = crate::probe::process::stat(pid)?;
-    if state == 'Z' || state == 'X' {
-        return None;
-    }
+    let (args, ppid) = read_args(
+        || std::fs::read(base.join("cmdline")).ok(),
+        || crate::probe::process::stat_flags(pid),
+        || std::thread::sleep(std::time::Duration::from_millis(1)),
+    )?;
     let files = std::fs::read_dir(base.join("fd")).ok().map(|fds| {
         fds.flatten()
             .filter_map(|fd| {
@@ -109,6 +101,40 @@ fn read(pid: u32) -> Option<Proc> {
         files,
         cwd: std::fs::read_link(base.join("cwd")).ok(),
     })
+}
+
+/// The kernel's flag for its own threads (`PF_KTHREAD`).
+const KERNEL_THREAD: u32 = 0x0020_0000;
+/// Looks at an empty command line this often before taking the process as exiting.
+const EXEC_TRIES: usize = 20;
+
+/// A process's arguments and parent, or `None` for a kernel thread, a zombie or a process
+/// gone. Its command line reads empty not only for a kernel thread but for the moment a
+/// process is inside `execve` (a launcher such as pyenv's shim execs several times in a
+/// row): a scan that met one then missed the server a rescan found. So a kernel thread is
+/// told by its flag, and an empty command line is read again, a millisecond apart.
+fn read_args(
+    mut cmdline: impl FnMut() -> Option<Vec<u8>>,
+    mut stat: impl FnMut() -> Option<(char, u32, u32)>,
+    mut wait: impl FnMut(),
+) -> Option<(Vec<String>, u32)> {
+    for _ in 0..EXEC_TRIES {
+        let (state, ppid, flags) = stat()?;
+        if flags & KERNEL_THREAD != 0 || state == 'Z' || state == 'X' {
+            return None;
+        }
+        let raw = cmdline()?;
+        let args: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args.is_empty() {
+            return Some((args, ppid));
+        }
+        wait();
+    }
+    None
 }
 
 /// Whether `fdinfo`'s `flags:` (octal) say the file is open for writing.
@@ -404,6 +430,31 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_process_met_inside_execve_is_read_once_its_command_line_is_back() {
+        let mut reads = vec![
+            b"".to_vec(),
+            b"".to_vec(),
+            b"python3\0-c\0x\0sglang.launch_server\0".to_vec(),
+        ]
+        .into_iter();
+        let got = read_args(|| reads.next(), || Some(('R', 100, 0x0040_0100)), || {});
+        assert_eq!(got, Some((args("python3 -c x sglang.launch_server"), 100)));
+        // A kernel thread and a zombie are passed by; so is one whose line never comes back.
+        assert_eq!(
+            read_args(|| Some(Vec::new()), || Some(('S', 2, 0x0020_8040)), || {}),
+            None
+        );
+        assert_eq!(
+            read_args(|| Some(b"x\0".to_vec()), || Some(('Z', 2, 0)), || {}),
+            None
+        );
+        assert_eq!(
+            read_args(|| Some(Vec::new()), || Some(('R', 2, 0)), || {}),
+            None
+        );
     }
 
     #[test]

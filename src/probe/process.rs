@@ -79,20 +79,44 @@ fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
 }
 
-/// The state letter and the parent pid from `/proc/PID/stat`. They follow the command name,
-/// which may itself contain spaces and parentheses: the fields start after its last `)`.
+/// The state letter and the parent pid from `/proc/PID/stat`.
 pub fn stat(pid: u32) -> Option<(char, u32)> {
-    let stat =
-        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?;
-    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    stat_flags(pid).map(|(state, ppid, _)| (state, ppid))
+}
+
+/// The state letter, the parent pid and the kernel's process flags from `/proc/PID/stat`.
+pub fn stat_flags(pid: u32) -> Option<(char, u32, u32)> {
+    parse_stat(&std::fs::read(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)
+}
+
+/// The fields follow the command name, which may hold spaces, parentheses and bytes that are
+/// not UTF-8 (a name a process gave itself): they start after its last `)`.
+pub fn parse_stat(stat: &[u8]) -> Option<(char, u32, u32)> {
+    let rest = &stat[stat.iter().rposition(|b| *b == b')')? + 1..];
+    let mut fields = std::str::from_utf8(rest).ok()?.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
+    // pgrp, session, tty_nr, tpgid, then flags.
+    let flags = fields.nth(4)?.parse().ok()?;
+    Some((state, ppid, flags))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_is_read_whatever_the_name_holds() {
+        assert_eq!(
+            parse_stat(b"7 (\xff\xfe) S 1 7 7 0 -1 4194560 0"),
+            Some(('S', 1, 4194560))
+        );
+        assert_eq!(
+            parse_stat(b"9 (a (b) c) R 3 9 9 0 -1 4194304 0"),
+            Some(('R', 3, 4194304))
+        );
+        assert_eq!(parse_stat(b"garbage"), None);
+    }
 
     #[test]
     fn finds_a_real_child_and_not_itself() {
