@@ -81,6 +81,16 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             [([("", ""); 0], ConstCounter::new(total))],
         )?;
     }
+    let sleep_known =
+        run.server.as_ref().is_some_and(|s| s.asleep.is_some()) || run.server_log.asleep.is_some();
+    if sleep_known {
+        gauge(
+            enc,
+            "pulse_server_asleep",
+            "1 while the inference server's engine is put to sleep (vLLM's sleep mode: vllm:engine_sleep_state, else its log): asleep, not hung, idle or down.",
+            if run.server_asleep() { 1.0 } else { 0.0 },
+        )?;
+    }
     if server_log {
         let pools = run.server_log.pools();
         if !run.server_down() && !pools.is_empty() {

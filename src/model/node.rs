@@ -76,6 +76,10 @@ pub struct ServerState {
     /// frozen.
     #[serde(default)]
     pub claimed_tokens_per_second: Option<f64>,
+    /// vLLM's sleep mode (`vllm:engine_sleep_state`): every engine put to sleep, its weights
+    /// offloaded or discarded between jobs; `None` where the metrics do not say.
+    #[serde(default)]
+    pub asleep: Option<bool>,
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,

@@ -86,6 +86,9 @@ pub struct ServerLogState {
     seq: u64,
     #[serde(default)]
     last_report_seq: u64,
+    /// Since when the log says the engine sleeps (vLLM's sleep mode); `None` awake.
+    #[serde(default)]
+    pub asleep: Option<Seconds>,
     /// Where the latest fatal line counted is among the log's lines.
     #[serde(default)]
     fatal_seq: u64,
@@ -164,6 +167,10 @@ impl ServerLogState {
             }
             ServerLine::Report(report) => {
                 self.seq += 1;
+                // An engine that runs requests is awake, whatever line the log missed.
+                if report.running.is_some_and(|n| n > 0.0) {
+                    self.asleep = None;
+                }
                 self.last_report_seq = self.seq;
                 self.report(report, at);
             }
@@ -179,6 +186,10 @@ impl ServerLogState {
                     .request_lines
                     .entry(kind.as_str().to_owned())
                     .or_default() += 1;
+            }
+            ServerLine::Asleep(asleep) => {
+                self.seq += 1;
+                self.asleep = asleep.then_some(at);
             }
             ServerLine::Unreadable => {}
         }
@@ -395,6 +406,15 @@ impl Run {
         self.server_seen_at.get_or_insert(now);
     }
 
+    /// Whether the engine is put to sleep (vLLM's sleep mode, between RL steps or jobs): its
+    /// metrics say so where they are read, else its log. Asleep is neither hung, idle nor down.
+    pub fn server_asleep(&self) -> bool {
+        match self.server.as_ref().and_then(|s| s.asleep) {
+            Some(asleep) => asleep,
+            None => self.server_log.asleep.is_some(),
+        }
+    }
+
     /// Whether the server is gone: its probe fails (health, or a metrics scrape with nothing
     /// read), or, with no probe that works, its log ends in a crash.
     pub fn server_down(&self) -> bool {
@@ -457,6 +477,9 @@ impl Run {
     /// Whether the server holds running requests (or, running none, queued ones) and
     /// generates nothing for them now.
     pub fn server_stuck(&self, now: Seconds) -> bool {
+        if self.server_asleep() {
+            return false;
+        }
         let figures = self.server_figures();
         let waiting = figures.running == Some(0.0) && figures.queued.is_some_and(|q| q > 0.0);
         if !(figures.running.is_some_and(|r| r > 0.0) || waiting) {
@@ -558,6 +581,27 @@ mod tests {
         assert_eq!(run.server_log.silent_after(), 80.0);
         assert!(!run.server_stuck(1_800_000_070.0));
         assert!(run.server_stuck(1_800_000_121.0));
+    }
+
+    #[test]
+    fn an_engine_put_to_sleep_is_asleep_not_hung() {
+        let stats = "INFO 01-15 08:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 90.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 9.0%, Prefix cache hit rate: 0.0%";
+        let asleep =
+            "INFO 01-15 08:00:01 [abstract.py:445] It took 0.512311 seconds to fall asleep.";
+        let woke = "INFO 01-15 08:10:00 [abstract.py:463] It took 0.801002 seconds to wake up tags {'weights', 'kv_cache'}.";
+        let run = run_of(&[stats, asleep], NOW);
+        assert!(run.server_asleep());
+        // Four requests on its last word and silent for an hour: asleep, not a hang.
+        assert!(!run.server_stuck(NOW + 3600.0));
+        let run = run_of(&[stats, asleep, woke], NOW);
+        assert!(!run.server_asleep());
+        // The metrics' word wins over the log's.
+        let mut run = run_of(&[stats, asleep], NOW);
+        run.server = Some(crate::model::ServerState {
+            asleep: Some(false),
+            ..Default::default()
+        });
+        assert!(!run.server_asleep());
     }
 
     #[test]

@@ -54,6 +54,19 @@ const PREEMPTIONS: [&str; 4] = [
     "sglang:total_retracted_reqs",
 ];
 
+/// Whether every engine is asleep: vLLM's `vllm:engine_sleep_state` has a series per engine
+/// and state, `sleep_state="awake"` 0 while that engine sleeps (0.34).
+fn asleep(text: &str) -> Option<bool> {
+    let awake: Vec<f64> = exposition::samples(text)
+        .filter(|(name, labels, _)| {
+            *name == "vllm:engine_sleep_state"
+                && exposition::label_pairs(labels).contains(&"sleep_state=\"awake\"")
+        })
+        .map(|(_, _, v)| v)
+        .collect();
+    (!awake.is_empty()).then(|| awake.iter().all(|v| *v == 0.0))
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ProbeConfig {
     pub process: Option<ProcessTarget>,
@@ -248,6 +261,7 @@ impl Probes {
         state.kv_cache_usage = first(&KV_USAGE, Combine::Mean).filter(ratio);
         state.kv_cache_usage_max = first(&KV_USAGE, Combine::Max).filter(ratio);
         state.preemptions_total = first(&PREEMPTIONS, Combine::Sum);
+        state.asleep = asleep(text);
         let counted = first(&GENERATED_TOTAL, Combine::Sum).and_then(|total| {
             let now = clock::now();
             let previous = self.generated.replace((now, total));

@@ -312,7 +312,8 @@ fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (Some(gpus), threshold) = (&j.run.gpus, rule.threshold) else {
         return Vec::new();
     };
-    if j.run.budget_reached(&j.views) {
+    // An engine put to sleep has let go of its GPUs on purpose.
+    if j.run.budget_reached(&j.views) || j.run.server_asleep() {
         return Vec::new();
     }
     // A lost GPU's figures are its last ones, and a stale reading's are old: neither says

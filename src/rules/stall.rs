@@ -77,6 +77,12 @@ pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
             "The inference server's health check fails.".into(),
         );
     }
+    if run.server_asleep() {
+        return (
+            "server asleep",
+            "The inference server's engine is put to sleep (vLLM's sleep mode): it serves nothing until it is woken up. Nothing is wrong with it; whoever put it to sleep has the run waiting.".into(),
+        );
+    }
     let figures = run.server_figures();
     if run.server.is_some() || figures.running.is_some() {
         match (figures.running, figures.queued) {

@@ -164,6 +164,8 @@ pub enum ServerLine {
     Preempted {
         cumulative: u64,
     },
+    /// vLLM's sleep mode: the engine fell asleep (`true`) or woke up.
+    Asleep(bool),
     /// A report line whose figures cannot all be read: it changes no figure.
     Unreadable,
 }
@@ -214,6 +216,9 @@ impl ServerLog {
         };
         if let Some(kind) = request_line(p.message) {
             return read(ServerLine::Request(kind));
+        }
+        if let Some(asleep) = sleep(p.message) {
+            return read(ServerLine::Asleep(asleep));
         }
         if let Some(event) = event(&p) {
             if let (ServerEvent::Preemption, Some(cumulative)) = (event, cumulative(p.message)) {
@@ -337,6 +342,21 @@ fn event(p: &prefix::Prefix<'_>) -> Option<ServerEvent> {
         return Some(ServerEvent::HealthCheckFailed);
     }
     None
+}
+
+/// vLLM's sleep mode as its executor says it (`v1/executor/abstract.py`): `It took 0.51
+/// seconds to fall asleep.`, `It took 0.8 seconds to wake up tags {'weights', 'kv_cache'}.`
+/// A partial wake-up (some tags) is still asleep to the engine's gauge; the log cannot tell,
+/// so any wake-up wakes it.
+fn sleep(message: &[u8]) -> Option<bool> {
+    let m = message.trim_ascii();
+    if !m.starts_with(b"It took ") {
+        return None;
+    }
+    if m.ends_with(b"seconds to fall asleep.") {
+        return Some(true);
+    }
+    find(m, b" seconds to wake up").map(|_| false)
 }
 
 /// `… total_num_cumulative_preemption=51` at the end of V0's warning.
