@@ -300,3 +300,55 @@ fn a_server_that_stops_decoding_with_requests_running_is_server_hung() {
     );
     assert!(!email.contains("FIRING Stalled"), "{email}");
 }
+
+/// SGLang's `/health` generates a token and may answer after 20 s, or 503, while the server
+/// is alive and busy: a health answer slower than its timeout from a server that accepts
+/// connections is not a server down; one whose port refuses is.
+#[test]
+fn a_slow_health_answer_from_a_live_server_is_busy_not_down() {
+    let port = free_port();
+    let python = require_tool("python3", "python3");
+    let mut server = Killed(
+        std::process::Command::new(python)
+            .args([
+                "-c",
+                "import http.server, sys, time\n\
+                 class H(http.server.BaseHTTPRequestHandler):\n\
+                 \tdef do_GET(self):\n\
+                 \t\ttime.sleep(3)\n\
+                 \t\tself.send_response(200); self.end_headers()\n\
+                 http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n",
+                &port.to_string(),
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the slow server to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("http://127.0.0.1:{port}/health");
+    let sidecar = Sidecar::run(&[
+        "--server-health-url",
+        &url,
+        "--server-health-interval",
+        "1s",
+        "--server-health-timeout",
+        "1s",
+        "--probe-interval",
+        "500ms",
+        "--gpu",
+        "off",
+    ]);
+    sidecar.wait_log("but it accepts connections: busy, not down");
+    let m = sidecar.wait_metrics("several rounds", |m| {
+        m.get("pulse_collector_runs_total", "collector=\"server\"")
+            .is_some_and(|n| n >= 6.0)
+    });
+    assert_eq!(m.get("pulse_server_up", ""), Some(1.0));
+    // Gone: its port refuses, and it is down at the next round.
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    sidecar.wait_metrics("the server down", |m| {
+        m.get("pulse_server_up", "") == Some(0.0)
+    });
+}

@@ -523,11 +523,21 @@ impl RawConfig {
                 .map(|v| Url::parse(v).map_err(|e| ConfigError::invalid(key, e)))
                 .transpose()
         };
+        let health_interval = match &self.server_health_interval {
+            Some(text) => Some(key::server_health_interval.duration(Some(text))?),
+            None => None,
+        };
+        let health_timeout = match &self.server_health_timeout {
+            Some(text) => key::server_health_timeout.duration(Some(text))?,
+            None => timeout,
+        };
         Ok(ProbeConfig {
             process,
             health_url: url("server_health_url", &self.server_health_url)?,
             metrics_url: url("server_metrics_url", &self.server_metrics_url)?,
             timeout,
+            health_interval,
+            health_timeout,
         })
     }
 }

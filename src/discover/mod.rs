@@ -141,6 +141,14 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
     if raw.role.is_none_or(Role::probes_server) && server.serves_http {
         if raw.server_health_url.is_none() {
             raw.server_health_url = Some(server.health_url.clone());
+            // SGLang's /health (0.5 on) sends a one-token request and waits up to 20 s for it:
+            // asked once a minute with time to answer, a connection to its port in between.
+            if server.engine == "sglang" {
+                raw.server_health_interval
+                    .get_or_insert_with(|| "60s".to_owned());
+                raw.server_health_timeout
+                    .get_or_insert_with(|| "25s".to_owned());
+            }
         }
         if raw.server_metrics_url.is_none() {
             raw.server_metrics_url = server.metrics_url.clone();

@@ -73,6 +73,10 @@ pub struct ProbeConfig {
     pub health_url: Option<Url>,
     pub metrics_url: Option<Url>,
     pub timeout: Duration,
+    /// How often the health URL is asked (`None`: every round); between asks, a connection
+    /// to its port says the server lives.
+    pub health_interval: Option<Duration>,
+    pub health_timeout: Duration,
 }
 
 impl ProbeConfig {
@@ -92,6 +96,54 @@ pub struct Probes {
     run: Arc<Mutex<Run>>,
     /// The previous reading of a generated-tokens counter, for a rate.
     generated: Option<(f64, f64)>,
+    /// The ask of the health URL under way, on a task of its own: SGLang's generating
+    /// `/health` may take 20 s, and the round does not wait for it.
+    health: Option<tokio::task::JoinHandle<Health>>,
+    /// When the health URL was last asked, and the server's health as last known.
+    health_asked: Option<Instant>,
+    last_health: Option<Health>,
+}
+
+/// What one ask of the health URL found.
+#[derive(Debug, Clone, PartialEq)]
+enum Health {
+    Up,
+    /// It accepts connections but answered 503 or not in time: alive and busy (SGLang's
+    /// `/health` waits for a token through the scheduler), not down.
+    Slow(String),
+    Down(String),
+}
+
+/// Asks `url` for the server's health; a slow or 503 answer is told apart from a dead server
+/// by a connection to its port.
+async fn ask_health(url: Url, timeout: Duration) -> Health {
+    let why = match http_client::get(&url, timeout, HEALTH_LIMIT).await {
+        Ok((status, _)) if (200..300).contains(&status) => return Health::Up,
+        Ok((503, _)) => format!("{url} answered 503"),
+        Ok((status, _)) => return Health::Down(format!("{url} answered {status}")),
+        Err(e) if e.starts_with("cannot connect") => return Health::Down(format!("{url}: {e}")),
+        Err(e) => format!("{url}: {e}"),
+    };
+    match accepts(&url, timeout).await {
+        Ok(()) => Health::Slow(why),
+        Err(e) => Health::Down(format!("{why}; {e}")),
+    }
+}
+
+/// Whether the server accepts a connection on the URL's port: it lives, at no cost to it.
+async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
+    let connect = tokio::net::TcpStream::connect((url.host.as_str(), url.port));
+    match tokio::time::timeout(timeout, connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "{}:{} refuses connections: {e}",
+            url.host, url.port
+        )),
+        Err(_) => Err(format!(
+            "{}:{} does not accept a connection",
+            url.host, url.port
+        )),
+    }
 }
 
 impl Probes {
@@ -110,6 +162,9 @@ impl Probes {
             updates: None,
             run,
             generated: None,
+            health: None,
+            health_asked: None,
+            last_health: None,
         }
     }
 
@@ -223,18 +278,19 @@ impl Probes {
             ..ServerState::default()
         };
         let mut errors = Vec::new();
-        if let Some(url) = &self.config.health_url {
-            state.up = Some(match http_client::get(url, timeout, HEALTH_LIMIT).await {
-                Ok((status, _)) if (200..300).contains(&status) => true,
-                Ok((status, _)) => {
-                    errors.push(format!("{url} answered {status}"));
-                    false
-                }
-                Err(e) => {
-                    errors.push(format!("{url}: {e}"));
-                    false
-                }
-            });
+        if let Some(url) = self.config.health_url.clone() {
+            let health = self.health(&url).await;
+            if let Health::Down(why) = &health {
+                errors.push(why.clone());
+            }
+            if let (Health::Slow(why), false) = (&health, self.last_health == Some(health.clone()))
+            {
+                tracing::info!(
+                    "inference server health: {why}, but it accepts connections: busy, not down"
+                );
+            }
+            state.up = Some(!matches!(health, Health::Down(_)));
+            self.last_health = Some(health);
         }
         if let Some(url) = self.config.metrics_url.clone() {
             match http_client::get(&url, timeout, METRICS_LIMIT).await {
@@ -247,6 +303,33 @@ impl Probes {
         }
         state.error = (!errors.is_empty()).then(|| errors.join("; "));
         state
+    }
+
+    /// The server's health now: the health URL's answer when one is due and back, else (with
+    /// `health_interval` set) whether it accepts a connection, else the last answer.
+    async fn health(&mut self, url: &Url) -> Health {
+        let Some(interval) = self.config.health_interval else {
+            return ask_health(url.clone(), self.config.health_timeout).await;
+        };
+        if let Some(asked) = self.health.take_if(|h| h.is_finished()) {
+            if let Ok(answer) = asked.await {
+                return answer;
+            }
+        }
+        if self.health.is_none() && self.health_asked.is_none_or(|t| t.elapsed() >= interval) {
+            self.health_asked = Some(Instant::now());
+            self.health = Some(tokio::spawn(ask_health(
+                url.clone(),
+                self.config.health_timeout,
+            )));
+        }
+        match accepts(url, self.config.timeout).await {
+            Ok(()) => match &self.last_health {
+                Some(Health::Down(_)) | None => Health::Up,
+                Some(known) => known.clone(),
+            },
+            Err(e) => Health::Down(e),
+        }
     }
 
     /// The rate comes from the generated-tokens counter where the server exports one: a
