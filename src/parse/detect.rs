@@ -5,6 +5,8 @@
 //! and what they agree is harmless (`Model: …`, `NAME: N prompts`) is applied, so a log that
 //! opens with a banner and a page of warnings loses nothing while it is being recognised.
 
+#[cfg(test)]
+use super::Progress;
 use super::{Event, Format, RunInference, Tqdm};
 
 /// Bytes of the deciding line kept to say why the format was chosen.
@@ -29,9 +31,33 @@ impl Detect {
     }
 
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Option<Event<'a>> {
+        // A driver announces its partitions in its own lines while a library draws the bars
+        // of the work (vLLM's offline `Processed prompts`): once the log is found to be one,
+        // the other's lines that cannot be mistaken still count, a tqdm log's headers and a
+        // run_inference log's frames.
         match self.chosen {
-            Some(Format::Tqdm) => return self.tqdm.parse(line),
-            Some(_) => return RunInference.parse(line),
+            Some(Format::Tqdm) => {
+                return self
+                    .tqdm
+                    .parse(line)
+                    .or_else(|| match RunInference.parse(line) {
+                        Some(Event::Progress(_) | Event::Running { .. }) | None => None,
+                        header => header,
+                    })
+            }
+            Some(_) => {
+                return RunInference.parse(line).or_else(|| {
+                    // Only the bars that belong to the announced partition: any other bar in
+                    // a driver's log (a dataset's `Map`, a tokenizer's) is not its progress.
+                    if !super::tqdm::is_work_bar(line) {
+                        return None;
+                    }
+                    match self.tqdm.parse(line) {
+                        Some(frame @ Event::Progress(_)) => Some(frame),
+                        _ => None,
+                    }
+                });
+            }
             None => {}
         }
         let run_inference = RunInference.parse(line);
@@ -105,8 +131,15 @@ mod tests {
             d.reason(),
             Some("B1:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]")
         );
-        // Decided: run_inference lines are now plain text.
-        assert_eq!(d.parse(b"Processing: B2 (SHORT)"), None);
+        // Decided: a header still names the partition; a run_inference progress line is text.
+        assert_eq!(
+            d.parse(b"Processing: B2 (SHORT)"),
+            Some(Event::Partition {
+                name: "B2",
+                mode: Some("SHORT")
+            })
+        );
+        assert_eq!(d.parse(b"  50/100 (0 err) 1.0 req/s"), None);
     }
 
     #[test]
@@ -123,5 +156,15 @@ mod tests {
             d.parse("x:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]".as_bytes()),
             None
         );
+        // vLLM's offline bar is the announced partition's progress.
+        let frame = "Processed prompts:  45%|████▌     | 45/100 [00:01<00:01, 45.00it/s]";
+        assert!(matches!(
+            d.parse(frame.as_bytes()),
+            Some(Event::Progress(Progress {
+                partition: None,
+                completed: Some(45),
+                ..
+            }))
+        ));
     }
 }

@@ -51,6 +51,15 @@ const SETUP_BARS: [&str; 4] = [
 /// belong to the partition the driver announced last (docs/formats.md#vllms-own-batch-tools).
 const WORK_BARS: [&str; 2] = ["Processed prompts", "Running batch"];
 
+/// Whether `line` is a frame of one of [`WORK_BARS`].
+pub(super) fn is_work_bar(line: &[u8]) -> bool {
+    let line = line.trim_ascii_start();
+    WORK_BARS.iter().any(|bar| {
+        line.strip_prefix(bar.as_bytes())
+            .is_some_and(|rest| rest.starts_with(b":"))
+    })
+}
+
 /// `Running batch:  52% Completed | 21/40 [00:05<00:04,  3.99req/s]`: vLLM's own bar format
 /// (`run_batch`, weight loading), without a bar between the bars.
 const COMPLETED_BAR: &[u8] = b"% Completed |";

@@ -102,7 +102,8 @@ with log("set_postfix") as f:
 case("set_postfix", "post", 120, 500, 10.0, tokens_per_second=812.0, tokens_precision=0.01)
 
 # vLLM's offline LLM.generate: an `Adding requests` bar, then `Processed prompts` with the
-# estimated speeds in the postfix, updated as vLLM does after each finished request.
+# estimated speeds in the postfix, updated as vLLM does after each finished request. Its
+# description names no partition: with no header before it, the frames are the default one.
 with log("vllm_offline") as f:
     prompts = 10000
     for _ in bar(f, iterable=range(prompts), desc="Adding requests", miniters=500):
@@ -116,7 +117,7 @@ with log("vllm_offline") as f:
         b.postfix = (f"est. speed input: {n * 512 / elapsed:.2f} toks/s, "
                      f"output: {n * 217 / elapsed:.2f} toks/s")
         b.update(25)
-case("vllm_offline", "Processed prompts", 4500, 10000, 54.2,
+case("vllm_offline", "default", 4500, 10000, 54.2,
      tokens_per_second=217 * 54.2, tokens_precision=0.001)
 
 # Two nested bars with position=: tqdm moves the cursor with ANSI escapes.
