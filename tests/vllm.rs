@@ -352,3 +352,165 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
     );
     let _ = server.0.wait();
 }
+
+/// vLLM's own batch tools as drivers, for real, under `run --run-dir`: offline `LLM.generate`
+/// over three partitions (its `Processed prompts` bar restarts at each call, the records are
+/// written when the call returns) and `run_batch` over two (OpenAI Batch files in and out).
+/// Discovery finds the log and the files; each partition's progress shows before its file is
+/// written; the run's totals are the records, each prompt once; RunFinished comes; nothing
+/// pages while the model loads or after.
+#[test]
+fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
+    let venv = venv();
+    let python = venv.join("bin/python");
+    let dir = temp_dir();
+    let model = dir.path().join("tiny-model");
+    let made = Command::new(&python)
+        .arg(Path::new(PEERS).join("tiny_model.py"))
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    for (driver, partitions, output) in [
+        (
+            "vllm_offline.py",
+            &[("B1", 24.0), ("B2", 20.0), ("B3", 16.0)][..],
+            "outputs/{}/responses.jsonl",
+        ),
+        (
+            "vllm_run_batch.py",
+            &[("P1", 40.0), ("P2", 24.0)][..],
+            "batches/{}/output.jsonl",
+        ),
+    ] {
+        let run = dir.path().join(driver.trim_end_matches(".py"));
+        std::fs::create_dir_all(&run).unwrap();
+        // The log is there before the driver writes to it, as a shell's redirect makes it.
+        std::fs::write(run.join("run.log"), "").unwrap();
+        let config = run.join("pulse.toml");
+        std::fs::write(
+            &config,
+            "discover_interval = \"1s\"\npoll_interval = \"250ms\"\nalert_interval = \"1s\"\n\
+             [rules.RunFinished]\nfor = \"2s\"\n",
+        )
+        .unwrap();
+        let sidecar = Sidecar::run(&[
+            "--run-dir",
+            path_str(&run),
+            "--config",
+            path_str(&config),
+            "--gpu",
+            "off",
+        ]);
+        let started = std::time::Instant::now();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(run.join("run.log"))
+            .unwrap();
+        let mut child = Group(
+            Command::new(&python)
+                .arg(Path::new(PEERS).join(driver))
+                .arg(&run)
+                .arg(&model)
+                .env("VLLM_CPU_KVCACHE_SPACE", "1")
+                .env("VLLM_NO_USAGE_STATS", "1")
+                .env("HF_HUB_OFFLINE", "1")
+                .current_dir(&run)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        );
+        let file = |p: &str| run.join(output.replace("{}", p));
+        let mut ahead_of_file = Vec::new();
+        let status = loop {
+            if let Some(status) = child.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "{driver} ran past 10 minutes"
+            );
+            let m = sidecar.metrics();
+            let paging: Vec<&str> =
+                m.0.lines()
+                    .filter(|l| l.starts_with("pulse_alert_firing{"))
+                    .filter(|l| !l.contains("Finished\""))
+                    .collect();
+            assert!(
+                paging.is_empty(),
+                "{driver}: paged while it ran: {paging:?}"
+            );
+            for (p, _) in partitions {
+                let shown = m
+                    .partition("pulse_partition_requests_completed", p)
+                    .is_some_and(|n| n > 0.0);
+                if shown && !file(p).exists() && !ahead_of_file.contains(p) {
+                    ahead_of_file.push(*p);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        let ran = started.elapsed();
+        assert!(
+            status.success(),
+            "{driver} failed:\n{}",
+            std::fs::read_to_string(run.join("run.log")).unwrap_or_default()
+        );
+        let total: f64 = partitions.iter().map(|(_, n)| n).sum();
+        let m = sidecar.wait_metrics("the run's records and RunFinished", |m| {
+            m.get("pulse_run_requests_completed", "") == Some(total)
+                && m.get(
+                    "pulse_notifications_total",
+                    "alert=\"RunFinished\",result=\"not_configured\",channel=\"email\"",
+                )
+                .is_some_and(|n| n >= 1.0)
+        });
+        eprintln!(
+            "{driver}: ran {:.1} s; RunFinished {:.1} s after it exited; shown before its file: {ahead_of_file:?}",
+            ran.as_secs_f64(),
+            (started.elapsed() - ran).as_secs_f64()
+        );
+        assert_eq!(m.get("pulse_run_requests_planned", ""), Some(total));
+        assert_eq!(m.get("pulse_run_finished", ""), Some(1.0));
+        for (p, n) in partitions {
+            assert_eq!(
+                m.partition("pulse_partition_requests_completed", p),
+                Some(*n),
+                "{driver}: {p}"
+            );
+            assert_eq!(
+                m.partition("pulse_output_records_total", p),
+                Some(*n),
+                "{driver}: {p}'s records"
+            );
+        }
+        // Nothing but the notices was ever told.
+        for line in m
+            .0
+            .lines()
+            .filter(|l| l.starts_with("pulse_notifications_total{") && !l.contains("Finished\""))
+        {
+            assert!(line.ends_with(" 0"), "{driver}: {line}");
+        }
+        assert!(
+            !ahead_of_file.is_empty(),
+            "{driver}: no partition's progress showed before its file was written"
+        );
+        let status = get_json(sidecar.addr, "/status").unwrap();
+        assert!(
+            status["discovered"]["logs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["path"].as_str() == Some(path_str(&run.join("run.log")))),
+            "{status}"
+        );
+    }
+}

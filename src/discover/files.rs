@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 const OUTPUT_NAMES: [&str; 6] = [
     "raw_responses.jsonl",
     "responses*.jsonl",
-    "outputs*.jsonl",
+    "output*.jsonl",
     "results*.jsonl",
     "generations*.jsonl",
     "batch_output*.jsonl",
 ];
 const INPUT_NAMES: [&str; 5] = [
     "prompts*.jsonl",
-    "inputs*.jsonl",
+    "input*.jsonl",
     "questions*.jsonl",
     "batch_input*.jsonl",
     "requests*.jsonl",
@@ -275,7 +275,7 @@ mod tests {
             vec![
                 at("*/results*.jsonl"),
                 at("batches/*/batch_output*.jsonl"),
-                at("outputs*.jsonl"),
+                at("output*.jsonl"),
                 at("prepared/*/raw_responses.jsonl"),
             ]
         );

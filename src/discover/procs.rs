@@ -146,9 +146,16 @@ fn writable(fdinfo: &str) -> bool {
         .is_some_and(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
 }
 
-/// The process that has one of `logs` open for writing. Where a wrapper (a shell, `nohup`)
-/// and the program it started both hold it, the program: the writer none of whose children
-/// writes it too.
+/// Programs that start the driver rather than being it: a shell, `nohup`, `env`, `timeout`…
+const WRAPPERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "nohup", "env", "timeout", "stdbuf", "setsid", "script", "nice",
+    "ionice", "taskset", "numactl", "time", "flock", "srun", "uv",
+];
+
+/// The process that has one of `logs` open for writing: the first writer whose parent does
+/// not write it, and where that is a wrapper (a shell, `nohup`), the writer it started. Not a
+/// writer below the program: its own children inherit the log as their output (Python's
+/// `resource_tracker`, vLLM's EngineCore), and come and go while it runs.
 pub fn driver(procs: &[Proc], logs: &[PathBuf]) -> Option<DiscoveredProcess> {
     let logs: Vec<PathBuf> = logs.iter().map(|l| canonical(l)).collect();
     let writers: Vec<&Proc> = procs
@@ -159,11 +166,16 @@ pub fn driver(procs: &[Proc], logs: &[PathBuf]) -> Option<DiscoveredProcess> {
                 .is_some_and(|files| files.iter().any(|(target, w)| *w && logs.contains(target)))
         })
         .collect();
-    let leaf = writers
+    let mut driver = *writers
         .iter()
-        .find(|p| !writers.iter().any(|c| c.ppid == p.pid))
-        .or(writers.first())?;
-    Some(described(leaf))
+        .find(|p| !writers.iter().any(|w| w.pid == p.ppid))?;
+    while WRAPPERS.contains(&basename(&driver.args[0]).as_str()) {
+        match writers.iter().find(|c| c.ppid == driver.pid) {
+            Some(child) => driver = child,
+            None => break,
+        }
+    }
+    Some(described(driver))
 }
 
 fn described(p: &Proc) -> DiscoveredProcess {
@@ -649,11 +661,18 @@ mod tests {
         let proc = |pid, ppid, w| Proc {
             pid,
             ppid,
-            args: vec![format!("p{pid}")],
+            args: vec![if pid == 10 {
+                "/bin/bash".into()
+            } else {
+                format!("p{pid}")
+            }],
             files: Some(vec![(log.clone(), w)]),
             cwd: None,
         };
         let procs = [proc(10, 1, true), proc(11, 10, true), proc(12, 1, false)];
+        assert_eq!(driver(&procs, std::slice::from_ref(&log)).unwrap().pid, 11);
+        // The program's own children inherit the log as their output: not the driver.
+        let procs = [proc(10, 1, true), proc(11, 10, true), proc(13, 11, true)];
         assert_eq!(driver(&procs, std::slice::from_ref(&log)).unwrap().pid, 11);
         assert!(
             driver(&[proc(12, 1, false)], std::slice::from_ref(&log)).is_none(),
