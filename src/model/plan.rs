@@ -98,7 +98,13 @@ impl Run {
 
     /// The run as a whole now, and where it is heading.
     pub fn projection(&self, now: Seconds) -> Projection {
-        let views = self.current_views();
+        let mut views = self.current_views();
+        // A bar no header named (vLLM's `Processed prompts` of the call in progress) is the
+        // `default` partition: beside partitions whose files hold the records, it is the
+        // same work seen twice, not more of it (docs/formats.md#vllms-own-batch-tools).
+        if views.iter().any(|v| v.outputs.is_some()) {
+            views.retain(|v| v.name != super::DEFAULT_PARTITION || v.outputs.is_some());
+        }
         let completed: u64 = views.iter().filter_map(|v| v.done()).sum();
         let planned: u64 = views.iter().filter_map(|v| v.planned()).sum();
         // Each partition's plan or budget, and the run's budget before their sum.

@@ -283,3 +283,27 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         "and the snapshot's progress"
     );
 }
+
+#[test]
+fn a_bar_no_header_named_is_not_added_to_the_records_of_named_partitions() {
+    // vLLM's offline bar with no header: the call in progress, 16 of 16, beside B1's file.
+    let mut run = Run::new(&["run.log".into()]);
+    let mut parser = Parser::Tqdm(Tqdm::default());
+    let frame = "Processed prompts: 100%|██████████| 16/16 [00:03<00:00,  5.00it/s]";
+    run.ingest(0, frame.as_bytes(), parser.parse(frame.as_bytes()), T0);
+    assert_eq!(run.partitions[DEFAULT_PARTITION].completed, 16);
+    let mut stats = OutputStats::expecting(&[]);
+    for _ in 0..24 {
+        stats.add(&Facts::default(), 10);
+    }
+    run.outputs.insert(
+        "/run/outputs/B1/responses.jsonl".into(),
+        OutputFile {
+            partition: "B1".into(),
+            stats,
+            last_write: Some(T0),
+        },
+    );
+    let p = run.projection(T0 + 1.0);
+    assert_eq!(p.completed, 24);
+}
