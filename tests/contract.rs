@@ -153,7 +153,7 @@ fn served_exposition(dir: &Path) -> String {
     let web = dir.join("web.yml");
     std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
     let heartbeat = Receiver::start(&[]);
-    let metrics_url = serve(testdata("vllm-0.33.0.prom"));
+    let metrics_url = serve(testdata("vllm-0.34.0-awake.prom"));
     let server_log = dir.join("sglang.log");
     std::fs::write(&server_log, testdata("sglang-0.4.9.log")).unwrap();
     let config = dir.join("pulse.toml");
@@ -214,6 +214,7 @@ fn served_exposition(dir: &Path) -> String {
                 && last.contains("pulse_gpu_process_memory_used_bytes{")
                 && m.get("pulse_http_unauthorized_total", "") == Some(1.0)
                 && last.contains("pulse_output_missing_field_records_total{")
+                && m.get("pulse_server_asleep", "") == Some(0.0)
         },
     );
     last

@@ -139,9 +139,11 @@ fn the_demos_rerun_partition_counts_each_prompt_once() {
     wait_until("the demo's run to finish", Duration::from_secs(150), || {
         m = Metrics(http_get(demo.addr, "GET", "/metrics", None).body);
         // The log and the files are read by two threads: the last record may come after the
-        // line that says the run is complete.
+        // line that says the run is complete, and the files' 800 distinct records (which
+        // finish the run too) before the log's last line.
         m.get("pulse_run_finished", "") == Some(1.0)
             && m.partition("pulse_output_records_total", "B3_longform") == Some(1040.0)
+            && m.partition("pulse_partition_requests_completed", "B3_longform") == Some(800.0)
     });
     let b3 = |name: &str| m.partition(name, "B3_longform");
     assert_eq!(

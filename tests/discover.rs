@@ -159,6 +159,8 @@ role = "driver"
 process_match = {process}
 process_dir = "{root}"
 server_health_url = "http://127.0.0.1:{port}/health"
+server_health_interval = "60s"
+server_health_timeout = "25s"
 inputs = ["{root}/prepared/*/prompts*.jsonl"]
 
 [[logs]]

@@ -4,7 +4,9 @@
 //! configured. Then the engine's real faults: its EngineCore stopped (the front end keeps
 //! answering), resumed, and killed.
 //!
-//! One test, one server: vLLM takes about a minute to start on two cores.
+//! One test, one server: vLLM takes about a minute to start on two cores. The tests run one at
+//! a time: a sidecar on `--run-dir` takes the only inference server on the node as its own, and
+//! must not find another test's.
 
 mod common;
 
@@ -15,6 +17,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
+
+/// Held by each test for its whole length: one vLLM on the node at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The virtualenv `scripts/install-vllm-peer.sh` made.
 fn venv() -> PathBuf {
@@ -129,6 +138,7 @@ fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
 
 #[test]
 fn a_real_vllm_served_stopped_resumed_and_killed() {
+    let _alone = one_at_a_time();
     let venv = venv();
     let python = venv.join("bin/python");
     let dir = temp_dir();
@@ -361,6 +371,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
 /// pages while the model loads or after.
 #[test]
 fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
+    let _alone = one_at_a_time();
     let venv = venv();
     let python = venv.join("bin/python");
     let dir = temp_dir();

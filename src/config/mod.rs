@@ -135,7 +135,8 @@ pub struct RawLog {
     pub path: PathBuf,
     #[serde(default)]
     pub format: Format,
-    #[serde(default)]
+    /// Left out where it is `auto`, so that a discovered config shows only what was found.
+    #[serde(default, skip_serializing_if = "Envelope::is_auto")]
     pub envelope: Envelope,
     pub regex: Option<String>,
     /// tqdm's `unit_divisor` for this log's bars: 1000 (its default) or 1024 (byte units).

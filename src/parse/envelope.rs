@@ -34,6 +34,10 @@ pub enum Envelope {
 }
 
 impl Envelope {
+    pub fn is_auto(&self) -> bool {
+        *self == Envelope::Auto
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Envelope::Auto => "auto",

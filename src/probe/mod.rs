@@ -108,18 +108,21 @@ pub struct Probes {
 #[derive(Debug, Clone, PartialEq)]
 enum Health {
     Up,
-    /// It accepts connections but answered 503 or not in time: alive and busy (SGLang's
-    /// `/health` waits for a token through the scheduler), not down.
+    /// It accepts connections but did not answer in time (or, from a generating `/health`,
+    /// answered 503): alive and busy (SGLang's `/health` waits for a token through the
+    /// scheduler), not down.
     Slow(String),
     Down(String),
 }
 
-/// Asks `url` for the server's health; a slow or 503 answer is told apart from a dead server
-/// by a connection to its port.
-async fn ask_health(url: Url, timeout: Duration) -> Health {
+/// Asks `url` for the server's health; a slow answer is told apart from a dead server by a
+/// connection to its port. A 503 is the server's own word that it is unwell (vLLM's dead
+/// engine), except from a `generating` health URL (SGLang's, asked every
+/// `server_health_interval`), whose 503 says one forward pass outlasted its 20 s.
+async fn ask_health(url: Url, timeout: Duration, generating: bool) -> Health {
     let why = match http_client::get(&url, timeout, HEALTH_LIMIT).await {
         Ok((status, _)) if (200..300).contains(&status) => return Health::Up,
-        Ok((503, _)) => format!("{url} answered 503"),
+        Ok((503, _)) if generating => format!("{url} answered 503"),
         Ok((status, _)) => return Health::Down(format!("{url} answered {status}")),
         Err(e) if e.starts_with("cannot connect") => return Health::Down(format!("{url}: {e}")),
         Err(e) => format!("{url}: {e}"),
@@ -309,7 +312,7 @@ impl Probes {
     /// `health_interval` set) whether it accepts a connection, else the last answer.
     async fn health(&mut self, url: &Url) -> Health {
         let Some(interval) = self.config.health_interval else {
-            return ask_health(url.clone(), self.config.health_timeout).await;
+            return ask_health(url.clone(), self.config.health_timeout, false).await;
         };
         if let Some(asked) = self.health.take_if(|h| h.is_finished()) {
             if let Ok(answer) = asked.await {
@@ -321,6 +324,7 @@ impl Probes {
             self.health = Some(tokio::spawn(ask_health(
                 url.clone(),
                 self.config.health_timeout,
+                true,
             )));
         }
         match accepts(url, self.config.timeout).await {
