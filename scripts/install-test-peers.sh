@@ -34,14 +34,19 @@ command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v lintian >/dev/null || need+=(lintian)
 command -v objdump >/dev/null || need+=(binutils)
 command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
+# From PyPI: kubernetes-validate for the manifests, py-spy (a static binary in its wheel) for
+# the stacks an alert brings (tests/stacks.rs).
 install_pip() {
-    command -v kubernetes-validate >/dev/null && return 0
+    local want=()
+    command -v kubernetes-validate >/dev/null || want+=(kubernetes-validate)
+    command -v py-spy >/dev/null || want+=(py-spy)
+    [ ${#want[@]} -eq 0 ] && return 0
     if ! python3 -m pip --version >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
     fi
     # Debian's own Python refuses a plain pip install; it needs --break-system-packages.
-    python3 -m pip install --quiet kubernetes-validate 2>/dev/null ||
-        python3 -m pip install --quiet --break-system-packages kubernetes-validate
+    python3 -m pip install --quiet "${want[@]}" 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages "${want[@]}"
     command -v pyenv >/dev/null && pyenv rehash || true
 }
 if [ ${#need[@]} -eq 0 ]; then

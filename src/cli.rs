@@ -100,6 +100,10 @@ pub enum Command {
     /// duplicates, errors, empty, truncated, missing fields, token percentiles and bytes.
     /// Exit status 1 when a threshold is crossed (a training job can gate on it), 2 on error.
     Report(Box<ReportArgs>),
+    /// Take the Python stacks of a run's processes now (with py-spy) and print where each
+    /// waits, one line a process; the full dumps with --full, JSON with --json. Exit status
+    /// 2 when there is nothing to look at.
+    Stacks(Box<StacksArgs>),
     /// Validate a config file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check.
@@ -130,6 +134,28 @@ impl RunArgs {
         self.keys.lay_over(&mut raw)?;
         Ok(raw)
     }
+}
+
+#[derive(Debug, Args)]
+pub struct StacksArgs {
+    /// The run's folder (as --run-dir): its driver and its inference server's processes are
+    /// found by themselves.
+    pub dir: Option<PathBuf>,
+    /// A process to look at as well (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// py-spy, by its path or by a name looked up in PATH.
+    #[arg(long, value_name = "PATH", default_value = "py-spy")]
+    pub py_spy: String,
+    /// The most one process's stacks may take.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Print the full dumps under the summaries.
+    #[arg(long)]
+    pub full: bool,
+    /// Print the capture as JSON, for scripts.
+    #[arg(long, conflicts_with = "full")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,16 @@ pub fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
+/// A Unix time to the second, in UTC (RFC 3339). A time from a log line can be anything: it is
+/// clamped rather than overflow `SystemTime`.
+pub fn utc(t: f64) -> String {
+    let since_epoch = std::time::Duration::try_from_secs_f64(t.max(0.0)).unwrap_or_default();
+    let at = std::time::UNIX_EPOCH
+        .checked_add(since_epoch)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 /// A Unix time to the minute, in UTC: "2026-12-02 14:20Z".
 pub fn utc_minute(t: f64) -> String {
     let Some(at) =

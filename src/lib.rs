@@ -29,6 +29,7 @@ pub mod run_identity;
 pub mod sidecar;
 pub mod source;
 pub mod stable_hash;
+pub mod stacks;
 pub mod state;
 pub mod status;
 pub mod tail;

@@ -2,7 +2,7 @@ use anyhow::Context;
 use clap::Parser as _;
 use pipeline_pulse::alert::engine::test_notify;
 use pipeline_pulse::cli::StatusArgs;
-use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, ReportArgs, RunArgs};
+use pipeline_pulse::cli::{Cli, Command, DemoArgs, LogOutput, ReportArgs, RunArgs, StacksArgs};
 use pipeline_pulse::config::{key, Config, ConfigError, RawConfig};
 use pipeline_pulse::report::Report;
 use pipeline_pulse::status::{self, Status};
@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         },
         Command::HashPassword { cost } => hash_password(cost),
         Command::Report(args) => return report(*args),
+        Command::Stacks(args) => return stacks(&args),
         Command::Discover { dir } => {
             if !dir.is_dir() {
                 return config_error(&ConfigError::invalid(
@@ -267,6 +268,51 @@ fn report(mut args: ReportArgs) -> ExitCode {
             ExitCode::from(EXIT_STATUS_ERROR)
         }
     }
+}
+
+/// The stacks of a run folder's processes, and of any pid given, taken now.
+fn stacks(args: &StacksArgs) -> ExitCode {
+    use pipeline_pulse::stacks::{capture, targets};
+    let mut found = Vec::new();
+    if let Some(dir) = &args.dir {
+        if !dir.is_dir() {
+            return config_error(&ConfigError::invalid(
+                "run_dir",
+                format!("{} is not a folder", dir.display()),
+            ));
+        }
+        let discovered = discover::scan_once(&pipeline_pulse::config::normalize(dir));
+        found = targets::found(&discovered);
+        if found.is_empty() {
+            eprintln!(
+                "pipeline-pulse stacks: no driver or inference server process found for {}",
+                dir.display()
+            );
+        }
+    }
+    found.extend(args.pids.iter().map(|&pid| targets::Target {
+        role: "process".into(),
+        pid,
+    }));
+    if found.is_empty() {
+        eprintln!("pipeline-pulse stacks: nothing to look at: give a run folder or --pid");
+        return ExitCode::from(EXIT_STATUS_ERROR);
+    }
+    let tool = capture::Tool::new(&args.py_spy, args.timeout, 1 << 20);
+    let captured = capture::all(&tool, &found, "on demand", pipeline_pulse::clock::now());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&captured).expect("stacks always serialize")
+        );
+    } else if args.full {
+        print!("{}", pipeline_pulse::stacks::dump(&captured, usize::MAX));
+    } else {
+        for p in &captured.processes {
+            println!("{}", p.summary);
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn hash_password(cost: u32) -> anyhow::Result<()> {

@@ -563,46 +563,6 @@ fn a_finished_run_whose_driver_lingers_is_finished_not_stalled() {
     assert_eq!(smtp::messages(&server.maildir).len(), 1);
 }
 
-/// The body of the MIME part whose headers contain `header`, decoded (base64 or
-/// quoted-printable, as lettre chose).
-fn part(raw: &str, header: &str) -> Vec<u8> {
-    use base64::Engine;
-    // The Maildir keeps the message with bare newlines.
-    let raw = raw.replace("\r\n", "\n");
-    let at = raw
-        .find(header)
-        .unwrap_or_else(|| panic!("no part with {header}: {raw}"));
-    let start = raw[..at].rfind("\n--").expect("a part's boundary") + 1;
-    let part = &raw[start..];
-    let headers_end = part.find("\n\n").unwrap();
-    let headers = &part[..headers_end];
-    let body = &part[headers_end + 2..];
-    let body = &body[..body.find("\n--").unwrap_or(body.len())];
-    if headers.contains("Content-Transfer-Encoding: base64") {
-        let joined: String = body.split_whitespace().collect();
-        base64::engine::general_purpose::STANDARD
-            .decode(joined)
-            .unwrap()
-    } else if headers.contains("Content-Transfer-Encoding: quoted-printable") {
-        let body = body.replace("=\n", "");
-        let mut out = Vec::new();
-        let bytes = body.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'=' && i + 2 < bytes.len() {
-                out.push(u8::from_str_radix(&body[i + 1..i + 3], 16).unwrap());
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        out
-    } else {
-        body.as_bytes().to_vec()
-    }
-}
-
 /// A sidecar on a stalled log with an hour of history, mailing a real SMTP server, with these
 /// environment variables; the first email it sends.
 fn first_email_with_history(
@@ -631,12 +591,12 @@ fn first_email_with_history(
 fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
     let (_sidecar, raw, dir) = first_email_with_history(&[]);
     assert!(raw.contains("multipart/related"), "{raw}");
-    let html = String::from_utf8(part(&raw, "Content-Type: text/html")).unwrap();
+    let html = String::from_utf8(smtp::part(&raw, "Content-Type: text/html")).unwrap();
     assert!(
         html.contains("<img src=\"cid:chart@pipeline-pulse\""),
         "{html}"
     );
-    let png = part(&raw, "Content-ID: <chart@pipeline-pulse>");
+    let png = smtp::part(&raw, "Content-ID: <chart@pipeline-pulse>");
     let picture = tiny_skia::Pixmap::decode_png(&png).expect("the chart is a PNG");
     assert_eq!((picture.width(), picture.height()), (720, 300));
     // The progress line: blue pixels in the top panel.
@@ -648,7 +608,7 @@ fn an_alert_email_shows_the_last_hours_as_a_picture_and_a_sparkline() {
         })
         .count();
     assert!(blue > 200, "{blue} blue pixels in the progress panel");
-    let text = String::from_utf8(part(&raw, "Content-Type: text/plain")).unwrap();
+    let text = String::from_utf8(smtp::part(&raw, "Content-Type: text/plain")).unwrap();
     let spark = text
         .lines()
         .find(|l| l.starts_with("tok/s, last 6 h: "))

@@ -224,6 +224,16 @@ pub fn compose(
         ),
         None => MultiPart::alternative().singlepart(text).singlepart(html),
     };
+    // The stacks' dumps go beside the message as a text file, for a reader to open or grep.
+    let body = match &email.stacks {
+        Some(dump) => MultiPart::mixed().multipart(body).singlepart(
+            Attachment::new(super::email::STACKS_FILE.to_owned()).body(
+                dump.clone(),
+                "text/plain; charset=utf-8".parse().expect("a MIME type"),
+            ),
+        ),
+        None => body,
+    };
     let message = builder.multipart(body).map_err(|e| e.to_string())?;
     Ok(Outgoing {
         id,
@@ -371,6 +381,7 @@ mod tests {
             text: "plain body".into(),
             html: "<p>html body</p>".into(),
             chart: None,
+            stacks: None,
         };
         let m = compose(
             &email,

@@ -5,9 +5,8 @@
 use super::lifecycle::{Kind, Notification};
 use crate::human::human;
 use crate::model::Seconds;
-use crate::status::Status;
+use crate::status::{StacksStatus, Status};
 use std::fmt::Write;
-use std::time::{Duration, UNIX_EPOCH};
 
 /// Where the email comes from and where its links point.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +35,12 @@ pub struct Email {
     pub html: String,
     /// A PNG the HTML shows inline (`cid:`), if one could be drawn.
     pub chart: Option<Vec<u8>>,
+    /// The stacks' full dumps, attached as `stacks.txt` (docs/alerts.md#stacks).
+    pub stacks: Option<String>,
 }
+
+/// The attachment's name.
+pub const STACKS_FILE: &str = "stacks.txt";
 
 /// The `Content-ID` the HTML part refers to the chart by.
 pub const CHART_ID: &str = "chart@pipeline-pulse";
@@ -81,7 +85,32 @@ pub fn render(
         text: text(notifications, status, ctx, now),
         html: html(notifications, status, ctx, now),
         chart: None,
+        stacks: None,
     }
+}
+
+/// The stacks an email shows: those taken during a stall it is about (a firing or repeated
+/// Stalled, ServerHung or LogSilent), not older ones.
+pub fn stacks_shown<'a>(
+    notifications: &[Notification],
+    status: &'a Status,
+) -> Option<&'a StacksStatus> {
+    let stacks = status.stacks.as_ref()?;
+    notifications
+        .iter()
+        .any(|n| {
+            matches!(n.kind, Kind::Firing | Kind::Reminder)
+                && n.condition.alert.wants_stacks()
+                && stacks.at >= n.since
+        })
+        .then_some(stacks)
+}
+
+fn stacks_heading(stacks: &StacksStatus) -> String {
+    format!(
+        "Where it waits (stacks at {}; the full dumps are attached as {STACKS_FILE})",
+        when(stacks.at)
+    )
 }
 
 fn headline(n: &Notification) -> String {
@@ -129,10 +158,7 @@ pub fn subject(notifications: &[Notification], host: &str) -> String {
 }
 
 fn when(t: Seconds) -> String {
-    // A time from a log line can be anything: clamp it rather than overflow `SystemTime`.
-    let since_epoch = Duration::try_from_secs_f64(t.max(0.0)).unwrap_or_default();
-    let at = UNIX_EPOCH.checked_add(since_epoch).unwrap_or(UNIX_EPOCH);
-    humantime::format_rfc3339_seconds(at).to_string()
+    crate::human::utc(t)
 }
 
 /// The evidence as rows of cells, shared by the text and HTML bodies.
@@ -293,6 +319,13 @@ fn text(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
         }
         s.push('\n');
     }
+    if let Some(stacks) = stacks_shown(notifications, status) {
+        let _ = writeln!(s, "{}", stacks_heading(stacks));
+        for p in &stacks.processes {
+            let _ = writeln!(s, "  {}", p.summary);
+        }
+        s.push('\n');
+    }
     let t = tables(status, now);
     let _ = writeln!(s, "Progress\n{}", text_table(&t.progress));
     if !status.run.outlook.is_empty() {
@@ -378,6 +411,13 @@ fn html(notifications: &[Notification], status: &Status, ctx: &Context, now: Sec
             esc(&when(n.since)),
             esc(&n.condition.details).replace('\n', "<br>")
         );
+    }
+    if let Some(stacks) = stacks_shown(notifications, status) {
+        let _ = write!(s, "<h3>{}</h3><ul>", esc(&stacks_heading(stacks)));
+        for p in &stacks.processes {
+            let _ = write!(s, "<li><code>{}</code></li>", esc(&p.summary));
+        }
+        s += "</ul>";
     }
     let t = tables(status, now);
     let _ = write!(s, "<h3>Progress</h3>{}", html_table(&t.progress));

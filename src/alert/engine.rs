@@ -17,6 +17,7 @@ pub use super::settings::{AlertConfig, Delivery};
 use super::silence::Store;
 use crate::clock;
 use crate::http_client::Client;
+use crate::model::stacks::Captures;
 use crate::model::{AlertState, Run};
 use crate::rules::{self, History};
 use crate::state::StateDir;
@@ -29,6 +30,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 const SAVED: &str = "alerts.json";
+/// The last stacks taken, kept across a restart.
+const STACKS: &str = "stacks.json";
+/// The most bytes of dumps an email attaches.
+const STACKS_ATTACHMENT: usize = 512 * 1024;
 
 /// A send task's report: the message's id and how it went.
 type Settled = (String, Outcome);
@@ -44,6 +49,22 @@ struct Saved {
     /// When the firing alerts were last pushed to the Alertmanagers.
     #[serde(default)]
     alertmanager_pushed_at: f64,
+}
+
+/// One evaluation's notifications and the status they are told with, before they are queued.
+struct Round {
+    notifications: Vec<Notification>,
+    status: Status,
+}
+
+/// The alerts of a stuck run that begin firing in this round, which want stacks taken.
+fn wanting_stacks(notifications: &[Notification]) -> Option<String> {
+    let names: Vec<&str> = notifications
+        .iter()
+        .filter(|n| n.kind == Kind::Firing && n.condition.alert.wants_stacks())
+        .map(|n| n.condition.alert.as_str())
+        .collect();
+    (!names.is_empty()).then(|| alert_names(names))
 }
 
 pub struct Engine {
@@ -76,7 +97,13 @@ impl Engine {
                 saved.outbox.len()
             );
         }
-        seed_notification_counters(&config, &mut run.lock().unwrap_or_else(|e| e.into_inner()));
+        {
+            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+            seed_notification_counters(&config, &mut run);
+            if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
+                run.stacks = Some(Arc::new(stacks));
+            }
+        }
         Engine {
             config,
             run,
@@ -129,12 +156,18 @@ impl Engine {
                 );
             }
             waiting = false;
-            self.evaluate(clock::now());
+            let now = clock::now();
+            let mut round = self.decide(now);
+            if let Some(reason) = wanting_stacks(&round.notifications) {
+                self.take_stacks(&mut round, &reason, now).await;
+            }
+            self.queue(round, now);
             self.deliver();
         }
     }
 
-    fn evaluate(&mut self, now: f64) {
+    /// Evaluates the rules and steps the lifecycle: what this round has to say.
+    fn decide(&mut self, now: f64) -> Round {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
         run.alert_rounds.evaluated += 1;
         self.saved.history.record(&run, now);
@@ -209,11 +242,65 @@ impl Engine {
                 }
             }
         }
-        drop(run);
-        let queued = self.outgoing(&notifications, &status, now);
+        Round {
+            notifications,
+            status,
+        }
+    }
+
+    /// Renders the round for every channel and queues it.
+    fn queue(&mut self, round: Round, now: f64) {
+        let queued = self.outgoing(&round.notifications, &round.status, now);
         self.saved.outbox.extend(queued);
         // Saved before any attempt: from here on a restart sends it, and only once.
         self.save();
+    }
+
+    /// Takes the stacks of the run's processes for the alerts of a stuck run that fire now,
+    /// off the runtime's threads and under each capture's deadline, then lets them refine
+    /// what the round says. Nothing waits for stacks that cannot be had: where py-spy is
+    /// missing or refused, each process's line says why (docs/alerts.md#stacks).
+    async fn take_stacks(&mut self, round: &mut Round, reason: &str, now: f64) {
+        let Some(tool) = self.config.stacks.clone() else {
+            return;
+        };
+        let targets =
+            crate::stacks::targets::of(&self.run.lock().unwrap_or_else(|e| e.into_inner()));
+        if targets.is_empty() {
+            tracing::info!("{reason}: no driver or server process is known, so no stacks are taken (--process-match, --run-dir)");
+            return;
+        }
+        let why = reason.to_owned();
+        let captured = tokio::task::spawn_blocking(move || {
+            crate::stacks::capture::all(&tool, &targets, &why, now)
+        })
+        .await;
+        let captured = match captured {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                tracing::error!("the stacks for {reason} were not taken: {e}");
+                return;
+            }
+        };
+        for p in &captured.processes {
+            tracing::info!(pid = p.pid, took_ms = p.took_ms, "stacks: {}", p.summary);
+        }
+        if let Some(state) = &self.state {
+            if let Err(e) = state.save_json(STACKS, &*captured) {
+                tracing::warn!("cannot keep the stacks in the state directory: {e}");
+            }
+        }
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        run.stacks = Some(captured);
+        // The rules again: the driver's stacks may name the cause better than the probes.
+        let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
+        for n in &mut round.notifications {
+            if let Some(c) = conditions.iter().find(|c| c.key() == n.condition.key()) {
+                n.condition.summary = c.summary.clone();
+                n.condition.details = c.details.clone();
+            }
+        }
+        round.status = Status::from_run(&run, &self.config.context.host, now);
     }
 
     /// The email with the chart of the last hours and a tok/s sparkline. A chart that cannot
@@ -290,11 +377,18 @@ impl Engine {
             .collect();
         let context = &self.config.context;
         if let (Some(delivery), false) = (&self.config.delivery, notifications.is_empty()) {
-            let email = self.illustrated(
+            let mut email = self.illustrated(
                 email::render(notifications, status, context, now),
                 notifications,
                 now,
             );
+            if email::stacks_shown(notifications, status).is_some() {
+                let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                email.stacks = run
+                    .stacks
+                    .as_deref()
+                    .map(|c| crate::stacks::dump(c, STACKS_ATTACHMENT));
+            }
             self.saved.next_id += 1;
             let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
             match delivery::compose(
@@ -326,7 +420,7 @@ impl Engine {
             self.saved.alertmanager_pushed_at = now;
         }
         for channel in &self.config.http {
-            let (batch, carried) = match channel.shape {
+            let (mut batch, carried) = match channel.shape {
                 Shape::AlertmanagerApi if push => {
                     let mut batch: Vec<payload::Alert> = firing
                         .iter()
@@ -364,6 +458,9 @@ impl Engine {
                 ),
                 _ => continue,
             };
+            if let Some(stacks) = &status.stacks {
+                with_stacks(&mut batch, stacks);
+            }
             let body = payload::body(
                 channel.shape,
                 &batch,
@@ -548,6 +645,27 @@ impl Senders {
 
 /// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
 /// appears at 1 misses the first notification, so an alert on failed emails would too.
+/// The stacks' summary as the `stacks` annotation of the firing alerts of a stuck run they
+/// were taken during.
+fn with_stacks(batch: &mut [payload::Alert], stacks: &crate::status::StacksStatus) {
+    let line = stacks
+        .processes
+        .iter()
+        .map(|p| p.summary.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    for a in batch {
+        let wants = a
+            .labels
+            .get("alertname")
+            .and_then(|n| rules::AlertName::parse(n))
+            .is_some_and(rules::AlertName::wants_stacks);
+        if wants && !a.resolved && stacks.at >= a.starts_at {
+            a.annotations.insert("stacks".to_owned(), line.clone());
+        }
+    }
+}
+
 fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
     let mut channels: Vec<(&str, &[&str])> = Vec::new();
     const DELIVERED: &[&str] = &["sent", "failed", "rejected"];
@@ -660,6 +778,7 @@ pub async fn send_test(delivery: &Delivery, context: &Context) -> Result<(), Str
         text: format!("This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.\n", context.host),
         html: format!("<p>This is a test email from pipeline-pulse on {}. Alert emails will arrive like this one.</p>", context.host),
         chart: None,
+        stacks: None,
     };
     let id = format!("pulse-test-{}", (now * 1000.0) as u64);
     let message = delivery::compose(
@@ -723,6 +842,7 @@ mod tests {
             http: Vec::new(),
             http_timeout: Duration::from_secs(10),
             retry_backoff: Duration::from_secs(10),
+            stacks: None,
             context: Context {
                 host: "node".into(),
                 dashboard_url: None,

@@ -32,6 +32,8 @@ pub struct AlertConfig {
     /// The wait before the first retry on any channel; it doubles up to 60 times this.
     pub retry_backoff: Duration,
     pub context: Context,
+    /// How the stacks of a stuck run are taken; `None` where `stacks = false`.
+    pub stacks: Option<crate::stacks::capture::Tool>,
 }
 
 impl AlertConfig {

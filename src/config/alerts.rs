@@ -11,6 +11,10 @@ use crate::rules::Rules;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The most bytes of one process's py-spy dump that are read: 8 ranks of a deep engine stack
+/// fit many times over.
+const STACKS_CAP: usize = 1 << 20;
+
 /// `[rules.Stalled]` and the like.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -101,6 +105,7 @@ impl RawConfig {
             http,
             http_timeout,
             retry_backoff: key::retry_backoff.duration(self.retry_backoff.as_deref())?,
+            stacks: self.stacks_tool()?,
             context: Context {
                 host,
                 dashboard_url: self.dashboard_url.clone(),
@@ -108,6 +113,25 @@ impl RawConfig {
                 run,
             },
         })
+    }
+
+    /// py-spy is looked for once, at start: where it is missing, the alerts say so and go out
+    /// without stacks.
+    fn stacks_tool(&self) -> Result<Option<crate::stacks::capture::Tool>, ConfigError> {
+        if self.stacks == Some(false) {
+            return Ok(None);
+        }
+        let deadline = key::stacks_timeout.duration(self.stacks_timeout.as_deref())?;
+        let program = self.stacks_py_spy.as_deref().unwrap_or("py-spy");
+        if program.is_empty() {
+            return Err(ConfigError::invalid(
+                "stacks_py_spy",
+                "is empty: give py-spy's path, or set stacks = false",
+            ));
+        }
+        Ok(Some(crate::stacks::capture::Tool::new(
+            program, deadline, STACKS_CAP,
+        )))
     }
 
     fn delivery(&self, url: &str, host: &str) -> Result<Delivery, ConfigError> {

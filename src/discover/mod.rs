@@ -9,7 +9,7 @@
 
 mod files;
 mod procs;
-mod sockets;
+pub mod sockets;
 
 pub use files::classify;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 /// The kernel's TCP states (include/net/tcp_states.h) we look at.
-const ESTABLISHED: u8 = 0x01;
+pub const ESTABLISHED: u8 = 0x01;
 const LISTEN: u8 = 0x0A;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

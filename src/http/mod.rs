@@ -91,7 +91,13 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
     let known = matches!(
         path,
-        "/" | "/metrics" | "/status" | "/api/history" | "/api/report" | "/-/healthy" | "/-/ready"
+        "/" | "/metrics"
+            | "/status"
+            | "/api/history"
+            | "/api/report"
+            | "/api/stacks"
+            | "/-/healthy"
+            | "/-/ready"
     );
     if !known {
         return text(
@@ -130,6 +136,27 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             };
             let body = serde_json::to_string_pretty(&report).expect("a Report always serializes");
             (StatusCode::OK, "application/json", body)
+        }
+        "/api/stacks" => {
+            // The Arc is taken under the lock, the JSON made outside it.
+            let stacks = state
+                .run
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .stacks
+                .clone();
+            match stacks {
+                Some(stacks) => (
+                    StatusCode::OK,
+                    "application/json",
+                    serde_json::to_string_pretty(&*stacks).expect("stacks always serialize"),
+                ),
+                None => (
+                    StatusCode::NOT_FOUND,
+                    TEXT,
+                    "no stacks taken yet: they are taken when Stalled, ServerHung or LogSilent fires (docs/alerts.md#stacks)\n".to_owned(),
+                ),
+            }
         }
         "/api/history" => {
             let query = req.uri().query().unwrap_or("");
@@ -173,7 +200,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let mut body = Bytes::from(body);
     if matches!(
         path,
-        "/metrics" | "/status" | "/api/history" | "/api/report"
+        "/metrics" | "/status" | "/api/history" | "/api/report" | "/api/stacks"
     ) {
         headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
         let encoding = req

@@ -15,6 +15,7 @@ mod plan;
 mod recent;
 mod records;
 mod server_log;
+pub mod stacks;
 mod window;
 
 pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
@@ -173,6 +174,10 @@ pub struct Run {
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
     pub discovered: Option<Discovered>,
+    /// The last stacks taken of the run's processes (kept in the state directory by the alert
+    /// engine, which takes them).
+    #[serde(skip)]
+    pub stacks: Option<std::sync::Arc<stacks::Captures>>,
     /// The deadline, budgets and price the run is held to (from the configuration).
     #[serde(skip)]
     pub plan: Plan,

@@ -103,6 +103,15 @@ impl AlertName {
         }
     }
 
+    /// Alerts about a stuck run: when one fires, the stacks of the run's processes are taken
+    /// and brought to its page (docs/alerts.md#stacks).
+    pub fn wants_stacks(self) -> bool {
+        matches!(
+            self,
+            AlertName::Stalled | AlertName::ServerHung | AlertName::LogSilent
+        )
+    }
+
     pub fn parse(s: &str) -> Option<AlertName> {
         AlertName::ALL.into_iter().find(|a| a.as_str() == s)
     }

@@ -101,7 +101,7 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .filter(|v| !v.reached_plan())
         .filter_map(|v| match judge_stall(run, v, stall_after, now)? {
             Stall::Stalled { seconds, threshold } => {
-                let (cause, why) = stall_cause(run, now);
+                let (cause, why) = stall_cause(run, now - seconds, now);
                 Some(condition(
                     AlertName::Stalled,
                     Some(v.name),
@@ -125,9 +125,9 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .run_stall_seconds(&j.views, now)
         .filter(|s| *s > stall_after)
     {
-        let (cause, why) = match stall_cause(run, now) {
+        let (cause, why) = match stall_cause(run, now - seconds, now) {
             ("process gone", why) => ("driver gone", why),
-            ("server down", why) => ("server down", why),
+            (cause @ ("server down" | "driver deadlocked" | "driver stopped"), why) => (cause, why),
             _ => (
                 "driver idle between partitions",
                 "No partition is active and none has started, although work is left (partitions below their plan, or the driver still running).".to_owned(),

@@ -2,6 +2,7 @@
 //! share, from the partition's evidence of work and what the probes and the server's log say.
 
 use crate::human::human;
+use crate::model::stacks::Verdict;
 use crate::model::{PartitionView, Run, Seconds};
 
 /// A partition whose progress lines come this many median gaps late is stalled (when that is
@@ -47,8 +48,11 @@ pub(super) fn judge_stall(
         .then_some(Stall::LogSilent { seconds: silent })
 }
 
-/// The likely cause of a stall, from what the probes and the server's log say.
-pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
+/// The likely cause of a stall that began at `since`, from what the probes and the server's
+/// log say, refined by the driver's stacks where they were taken during it
+/// (docs/alerts.md#stacks).
+pub(super) fn stall_cause(run: &Run, since: Seconds, now: Seconds) -> (&'static str, String) {
+    let stacks = run.stacks.as_ref().and_then(|s| s.driver_verdict(since));
     if let Some((path, since)) = run.hung(now).into_iter().next() {
         return (
             "file system hung",
@@ -60,6 +64,17 @@ pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
     }
     if run.process.as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
+    }
+    match stacks {
+        Some((Verdict::Deadlocked, seen)) => return (
+            "driver deadlocked",
+            format!("The driver's threads wait on its own locks and on nothing outside it: {seen}. It will not move again by itself."),
+        ),
+        Some((Verdict::Stopped, seen)) => return (
+            "driver stopped",
+            format!("The driver process is stopped (SIGSTOP, ^Z or a debugger) and runs nothing until it gets SIGCONT: {seen}."),
+        ),
+        _ => {}
     }
     if let Some(fatal) = run.server_log.crashed() {
         return (
@@ -115,6 +130,12 @@ pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
                 )
             }
             (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {
+                if let Some((Verdict::WaitingOnServer, seen)) = stacks {
+                    return (
+                        "requests lost",
+                        format!("The server has nothing to do while the driver waits on the network: {seen}. Its requests went elsewhere or were dropped on the way (a proxy, a closed connection the client did not notice)."),
+                    );
+                }
                 return (
                     "server idle, client waiting",
                     "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
@@ -123,8 +144,22 @@ pub(super) fn stall_cause(run: &Run, now: Seconds) -> (&'static str, String) {
             _ => {}
         }
     }
-    (
-        "cause unknown",
-        "Configure --process-match and --server-metrics-url to narrow it down.".into(),
-    )
+    match stacks {
+        Some((Verdict::WaitingOnServer, seen)) => (
+            "driver waiting on the server",
+            format!("The driver waits on the network: {seen}. The server does not answer it; --server-metrics-url would show whether it is hung or busy."),
+        ),
+        Some((Verdict::Busy, seen)) => (
+            "driver busy, reporting nothing",
+            format!("The driver runs code but reports no progress: {seen}."),
+        ),
+        Some((Verdict::Idle, seen)) => (
+            "driver idle",
+            format!("The driver waits with no request outstanding: {seen}."),
+        ),
+        _ => (
+            "cause unknown",
+            "Configure --process-match and --server-metrics-url to narrow it down.".into(),
+        ),
+    }
 }

@@ -677,3 +677,59 @@ fn a_finished_run_pages_nothing_new_and_its_notice_says_what_held() {
         "{notice}"
     );
 }
+
+/// The driver's stacks, taken during the stall, name its cause where the probes cannot;
+/// stacks from before the stall began say nothing of it.
+#[test]
+fn the_drivers_stacks_refine_a_stalls_cause() {
+    use crate::model::stacks::{Captures, ProcessStacks, Verdict, Wait, DRIVER};
+    let stalled_at = T0 + 60.0 + 900.0;
+    let stacks = |verdict: Verdict, at: Seconds| {
+        Some(std::sync::Arc::new(Captures {
+            at,
+            reason: "Stalled".into(),
+            processes: vec![ProcessStacks {
+                role: DRIVER.into(),
+                pid: 42,
+                at,
+                took_ms: 30,
+                summary:
+                    "driver (pid 42): main thread blocked on a lock in `write_record` (run.py:40)"
+                        .into(),
+                wait: Wait::Lock,
+                verdict,
+                note: None,
+                connections: Vec::new(),
+                threads: Vec::new(),
+            }],
+        }))
+    };
+    let with = |verdict: Verdict, at: Seconds| {
+        let mut run = active_run();
+        run.stacks = stacks(verdict, at);
+        eval(&run, stalled_at)[0].clone()
+    };
+    let c = with(Verdict::Deadlocked, stalled_at);
+    assert!(c.summary.contains("(driver deadlocked)"), "{c:?}");
+    assert!(c.details.contains("`write_record` (run.py:40)"), "{c:?}");
+    assert!(with(Verdict::Stopped, stalled_at)
+        .summary
+        .contains("(driver stopped)"));
+    assert!(with(Verdict::WaitingOnServer, stalled_at)
+        .summary
+        .contains("(driver waiting on the server)"));
+    // Taken before the last evidence of work: about another moment.
+    assert!(with(Verdict::Deadlocked, T0)
+        .summary
+        .contains("(cause unknown)"));
+    // The probes' evidence of a hung server stands over a driver that waits on it.
+    let mut run = active_run();
+    run.server = Some(ServerState {
+        up: Some(true),
+        running_requests: Some(150.0),
+        generation_tokens_per_second: Some(0.0),
+        ..ServerState::default()
+    });
+    run.stacks = stacks(Verdict::WaitingOnServer, stalled_at);
+    assert!(eval(&run, stalled_at)[0].summary.contains("server hung"));
+}

@@ -51,6 +51,46 @@ pub struct Status {
     /// Who holds GPU memory (with `gpu_processes`): the server, or a stale process.
     #[serde(default)]
     pub gpu_memory: Option<String>,
+    /// Where the run's processes waited when their stacks were last taken (the full dumps
+    /// are at /api/stacks).
+    #[serde(default)]
+    pub stacks: Option<StacksStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StacksStatus {
+    pub at: f64,
+    /// The alerts that asked for them, or `on demand`.
+    pub reason: String,
+    pub processes: Vec<ProcessStacksStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessStacksStatus {
+    pub role: String,
+    pub pid: u32,
+    pub summary: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl StacksStatus {
+    fn of(c: &crate::model::stacks::Captures) -> StacksStatus {
+        StacksStatus {
+            at: c.at,
+            reason: c.reason.clone(),
+            processes: c
+                .processes
+                .iter()
+                .map(|p| ProcessStacksStatus {
+                    role: p.role.clone(),
+                    pid: p.pid,
+                    summary: p.summary.clone(),
+                    note: p.note.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -439,6 +479,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
                     .map(|s| s.pid),
             )
         }),
+        stacks: run.stacks.as_deref().map(StacksStatus::of),
     }
 }
 

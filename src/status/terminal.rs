@@ -230,6 +230,18 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  {state} {what}: {}", a.summary);
         }
     }
+    if let Some(stacks) = &status.stacks {
+        let _ = writeln!(
+            s,
+            "\n  {} {} ago, for {}",
+            p.bold("STACKS"),
+            human(status.generated_at - stacks.at),
+            stacks.reason
+        );
+        for process in &stacks.processes {
+            let _ = writeln!(s, "  {}", process.summary);
+        }
+    }
     s
 }
 
@@ -393,6 +405,16 @@ mod tests {
             }],
             discovered: None,
             gpu_memory: None,
+            stacks: Some(crate::status::StacksStatus {
+                at: -90.0,
+                reason: "Stalled".into(),
+                processes: vec![crate::status::ProcessStacksStatus {
+                    role: "driver".into(),
+                    pid: 42,
+                    summary: "driver (pid 42): main thread blocked on a lock in `write_record` (run.py:40)".into(),
+                    note: None,
+                }],
+            }),
         }
     }
 
@@ -414,6 +436,10 @@ mod tests {
         );
         assert!(text.contains("FIRING  Stalled (B2_code): no progress for 15m"));
         assert!(text.contains("GPUs: not read"));
+        assert!(
+            text.contains("STACKS 1m ago, for Stalled\n  driver (pid 42): main thread blocked on a lock in `write_record` (run.py:40)"),
+            "{text}"
+        );
         assert!(
             text.contains("PREVIOUS") && text.contains("B0_old") && text.contains("3000 records"),
             "{text}"

@@ -147,6 +147,46 @@ pub fn subject(raw: &str) -> String {
     out
 }
 
+/// The body of the MIME part whose headers contain `header`, decoded (base64 or
+/// quoted-printable, as lettre chose).
+pub fn part(raw: &str, header: &str) -> Vec<u8> {
+    use base64::Engine;
+    // The Maildir keeps the message with bare newlines.
+    let raw = raw.replace("\r\n", "\n");
+    let at = raw
+        .find(header)
+        .unwrap_or_else(|| panic!("no part with {header}: {raw}"));
+    let start = raw[..at].rfind("\n--").expect("a part's boundary") + 1;
+    let part = &raw[start..];
+    let headers_end = part.find("\n\n").unwrap();
+    let headers = &part[..headers_end];
+    let body = &part[headers_end + 2..];
+    let body = &body[..body.find("\n--").unwrap_or(body.len())];
+    if headers.contains("Content-Transfer-Encoding: base64") {
+        let joined: String = body.split_whitespace().collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(joined)
+            .unwrap()
+    } else if headers.contains("Content-Transfer-Encoding: quoted-printable") {
+        let body = body.replace("=\n", "");
+        let mut out = Vec::new();
+        let bytes = body.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'=' && i + 2 < bytes.len() {
+                out.push(u8::from_str_radix(&body[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        out
+    } else {
+        body.as_bytes().to_vec()
+    }
+}
+
 /// A self-signed certificate for 127.0.0.1, made with openssl.
 pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));

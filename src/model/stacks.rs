@@ -1,0 +1,125 @@
+//! What the stacks of a stuck run's processes showed: captured by `crate::stacks` when an alert
+//! about a stall fires (docs/alerts.md#stacks), kept in the model so that the rules can let the
+//! driver's stacks refine a stall's cause, and /status and the emails can show them.
+
+use super::Seconds;
+use serde::{Deserialize, Serialize};
+
+/// The driver's role in a capture; the server's processes are `server` or their own titles.
+pub const DRIVER: &str = "driver";
+
+/// What a thread, or a process, is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wait {
+    /// A thread lock or condition (`Lock.acquire`, `Event.wait`).
+    Lock,
+    /// Waiting for another thread to end (`Thread.join`) or for a queue to give something.
+    Join,
+    /// Reading from or writing to the network: a socket, HTTP, ZMQ, gRPC.
+    Network,
+    /// An asyncio event loop in its selector: every task waits on I/O or a timer.
+    EventLoop,
+    Sleep,
+    /// A torch.distributed collective: every rank must reach it.
+    Collective,
+    CudaSync,
+    Tokenizer,
+    /// Running Python code.
+    Running,
+    /// Stopped (SIGSTOP or a debugger): it runs nothing until continued.
+    Stopped,
+    /// No stacks, or nothing recognised.
+    Unknown,
+}
+
+/// What the driver's stacks say of a stall's cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Its threads wait on locks and nothing else: it waits on itself.
+    Deadlocked,
+    /// A thread reads a connection, or the event loop waits with connections open.
+    WaitingOnServer,
+    /// It runs code (or computes): slow, not stuck.
+    Busy,
+    /// An event loop with no connection open: no request is outstanding.
+    Idle,
+    Stopped,
+    Unknown,
+}
+
+/// One frame, innermost first in [`Thread::frames`], as py-spy reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The function (`send_request`, `EpollSelector.select`, a native symbol).
+    pub name: String,
+    /// Its file as the process names it (a full path); a native frame's library.
+    pub file: String,
+    pub line: u32,
+    /// The source line, read where the file could be read (the innermost few frames only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thread {
+    pub id: u64,
+    pub name: Option<String>,
+    /// Running Python code (py-spy's `active`), not waiting.
+    pub active: bool,
+    pub frames: Vec<Frame>,
+}
+
+/// What one process was found doing, and how the capture went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessStacks {
+    /// `driver`, `server`, or the worker's own title (`VLLM::EngineCore`, `sglang::scheduler_TP0`).
+    pub role: String,
+    pub pid: u32,
+    pub at: Seconds,
+    /// How long py-spy took.
+    pub took_ms: u64,
+    /// The line a person reads first.
+    pub summary: String,
+    pub wait: Wait,
+    /// What its stacks say of a stall's cause (the driver's refine the alert's).
+    pub verdict: Verdict,
+    /// Why there are no stacks, or what they cannot say (a stopped process, no py-spy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Established TCP connections by remote address, most first.
+    #[serde(default)]
+    pub connections: Vec<(String, usize)>,
+    pub threads: Vec<Thread>,
+}
+
+/// Every process captured at one moment, for one alert or on demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Captures {
+    pub at: Seconds,
+    /// The alerts that asked for it, or `on demand`.
+    pub reason: String,
+    pub processes: Vec<ProcessStacks>,
+}
+
+impl Captures {
+    /// One line per process, for the email's first lines, /status and the annotations.
+    pub fn summary(&self) -> String {
+        self.processes
+            .iter()
+            .map(|p| p.summary.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The driver's verdict and summary, where they were taken at or after `since`: what a
+    /// stall that began then waits on, as far as the driver's stacks tell.
+    pub fn driver_verdict(&self, since: Seconds) -> Option<(Verdict, &str)> {
+        let p = self
+            .processes
+            .iter()
+            .find(|p| p.role == DRIVER && p.at >= since)?;
+        Some((p.verdict, p.summary.as_str()))
+    }
+}
