@@ -90,7 +90,8 @@ fn a_stall_sends_one_email_with_the_evidence_and_recovery_sends_one_resolved() {
     let resolved = smtp::subject(&all[1]);
     assert!(
         resolved.starts_with("[pulse] RESOLVED Stalled: B1_glaive on ")
-            && resolved.contains("lasted"),
+            // The whole stall, from the last progress two minutes back, as FIRING counted it.
+            && resolved.contains("lasted 2m"),
         "{resolved}"
     );
     let m = sidecar.wait_metrics("two sent", |m| {

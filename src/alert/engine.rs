@@ -732,6 +732,7 @@ pub async fn send_tests(config: &AlertConfig) -> Vec<(String, Result<(), String>
         ),
         details: "Sent by `pipeline-pulse test-notify`; alerts will arrive here like this one."
             .to_owned(),
+        began_at: None,
     };
     let notice = Notification {
         kind: Kind::Notice,

@@ -21,6 +21,9 @@ struct Tracked {
     condition: Condition,
     /// When the condition was first seen to hold (without interruption).
     since: Seconds,
+    /// When its episode began: its first evidence, at or before `since`.
+    #[serde(default)]
+    began: Option<Seconds>,
     firing_since: Option<Seconds>,
     last_notified: Option<Seconds>,
 }
@@ -91,6 +94,7 @@ impl Lifecycle {
             let tracked = self.alerts.entry(key.clone()).or_insert(Tracked {
                 condition: condition.clone(),
                 since: now,
+                began: Some(condition.began_at.map_or(now, |b| b.min(now))),
                 firing_since: None,
                 last_notified: None,
             });
@@ -112,11 +116,11 @@ impl Lifecycle {
         for key in gone {
             let t = self.alerts.remove(&key).expect("listed above");
             if let (Some(firing_since), Some(_)) = (t.firing_since, t.last_notified) {
-                // The incident lasted from its first evidence (the first failed check), not
-                // from the page its `for` delayed.
+                // The incident lasted from its first evidence (the first failed check, a
+                // stall's last work), not from the page its `for` or threshold delayed.
                 out.push(Notification {
                     kind: Kind::Resolved {
-                        lasted: now - t.since,
+                        lasted: now - t.began.unwrap_or(t.since),
                     },
                     condition: t.condition,
                     since: firing_since,
@@ -244,6 +248,19 @@ mod tests {
         );
         assert!(l.statuses().is_empty());
         assert!(l.step(vec![], &rules, HOUR, 2000.0 + HOUR).is_empty());
+    }
+
+    /// A stall held from its last evidence: FIRING says "no progress for 21s" at 21 s, and the
+    /// RESOLVED 11 s later says it lasted 32 s, not the 11 s since the page.
+    #[test]
+    fn resolved_counts_the_whole_episode_as_firing_did() {
+        let rules = Rules::default();
+        let mut l = Lifecycle::default();
+        let stalled = || vec![cond(AlertName::Stalled, Some("B1")).began(1000.0)];
+        let fired = l.step(stalled(), &rules, HOUR, 1021.0);
+        assert_eq!(kinds(&fired), [(Kind::Firing, AlertName::Stalled)]);
+        let resolved = l.step(vec![], &rules, HOUR, 1032.0);
+        assert_eq!(resolved[0].kind, Kind::Resolved { lasted: 32.0 });
     }
 
     #[test]

@@ -352,6 +352,7 @@ mod tests {
             partition: partition.map(str::to_owned),
             summary: "no progress for 14m".into(),
             details: "last line 14m ago".into(),
+            began_at: None,
         }
     }
 

@@ -132,6 +132,10 @@ pub struct Condition {
     pub summary: String,
     /// The reasoning, for the body.
     pub details: String,
+    /// When the episode began, where that is before the condition held: a stall's last
+    /// evidence of work, so that a RESOLVED "lasted" counts what the FIRING "for" counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub began_at: Option<f64>,
 }
 
 #[cfg(test)]
@@ -143,11 +147,18 @@ impl Condition {
             partition: partition.map(str::to_owned),
             summary: format!("{alert} holds"),
             details: String::new(),
+            began_at: None,
         }
     }
 }
 
 impl Condition {
+    /// The condition of an episode that began at `t`, before it held.
+    pub fn began(mut self, t: f64) -> Condition {
+        self.began_at = Some(t);
+        self
+    }
+
     /// Identifies the alert instance across evaluations.
     pub fn key(&self) -> String {
         match &self.partition {

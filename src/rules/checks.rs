@@ -85,6 +85,7 @@ fn condition(
         partition: partition.map(str::to_owned),
         summary,
         details,
+        began_at: None,
     }
 }
 
@@ -113,7 +114,7 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
                         human(seconds),
                         human(threshold)
                     ),
-                ))
+                ).began(now - seconds))
             }
             Stall::LogSilent { .. } => None,
         })
@@ -142,7 +143,7 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
                 human(seconds),
                 human(stall_after)
             ),
-        ));
+        ).began(now - seconds));
     }
     out
 }
@@ -161,7 +162,7 @@ fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
                     v.name,
                     human(seconds)
                 ),
-            )),
+            ).began(j.now - seconds)),
             Stall::Stalled { .. } => None,
         })
         .collect()
