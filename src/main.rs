@@ -56,9 +56,9 @@ fn main() -> ExitCode {
             }
             print!(
                 "{}",
-                discover::to_toml(&discover::scan_once(&pipeline_pulse::config::normalize(
-                    &dir
-                )))
+                pipeline_pulse::config::discovered::to_toml(&discover::scan_once(
+                    &pipeline_pulse::paths::normalize(&dir)
+                ))
             );
             Ok(())
         }
@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             demo::server::main(&args).context("the simulated server failed")
         }
         Command::Status(args) => return status(&args),
-        Command::Silence(args) => pipeline_pulse::http::silence_client::run(&args),
+        Command::Silence(args) => pipeline_pulse::remote::silence::run(&args),
         Command::TestNotify(args) => match load(&args) {
             Ok(config) => test_notify(&config.alerts),
             Err(e) => return config_error(&e),
@@ -166,7 +166,7 @@ fn config_error(e: &ConfigError) -> ExitCode {
 }
 
 fn load(args: &RunArgs) -> Result<Config, ConfigError> {
-    discover::configure(args.raw()?)
+    pipeline_pulse::config::discovered::configure(args.raw()?)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -208,7 +208,7 @@ fn status(args: &StatusArgs) -> ExitCode {
                 Err(e) => return config_error(&e),
             }
         } else {
-            status::client::fetch(&args.remote)
+            pipeline_pulse::remote::status::fetch(&args.remote)
         };
         let code = match &result {
             Ok(st) => {
@@ -281,7 +281,7 @@ fn stacks(args: &StacksArgs) -> ExitCode {
                 format!("{} is not a folder", dir.display()),
             ));
         }
-        let discovered = discover::scan_once(&pipeline_pulse::config::normalize(dir));
+        let discovered = discover::scan_once(&pipeline_pulse::paths::normalize(dir));
         found = targets::found(&discovered);
         if found.is_empty() {
             eprintln!(

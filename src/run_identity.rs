@@ -65,7 +65,7 @@ pub fn name(given: Option<&str>, run_dir: Option<&Path>, logs: &[PathBuf]) -> Op
         return Some(name.to_owned());
     }
     let folder_name = |dir: &Path| {
-        let dir = crate::config::normalize(dir);
+        let dir = crate::paths::normalize(dir);
         let mut named = dir.as_path();
         while named
             .file_name()

@@ -21,14 +21,40 @@ pub trait Source: Send + 'static {
     fn save_snapshot(&mut self);
 }
 
-/// Counters of the inputs that have not been read once yet; each one waiting on a source is
-/// decremented when that source's first read ends.
-pub type FirstRead = Vec<Arc<AtomicUsize>>;
+/// A count of the inputs not read once yet, which `/-/ready` and the alert engine wait on.
+/// Inputs register themselves ([`FirstRead::of`]); nobody counts them by hand.
+#[derive(Debug, Clone, Default)]
+pub struct Unread(Arc<AtomicUsize>);
 
-/// Marks a first read done on every counter in `first_read`.
-pub fn first_read_done(first_read: &[Arc<AtomicUsize>]) {
-    for counter in first_read {
-        counter.fetch_sub(1, Ordering::AcqRel);
+impl Unread {
+    /// The counter itself, for those that wait on it.
+    pub fn counter(&self) -> Arc<AtomicUsize> {
+        self.0.clone()
+    }
+}
+
+/// One input's first read, registered in every count that waits for it; [`FirstRead::done`]
+/// takes it out of them, once.
+#[derive(Debug)]
+pub struct FirstRead(Vec<Arc<AtomicUsize>>);
+
+impl FirstRead {
+    pub fn of(waiting: &[&Unread]) -> FirstRead {
+        FirstRead(
+            waiting
+                .iter()
+                .map(|u| {
+                    u.0.fetch_add(1, Ordering::AcqRel);
+                    u.0.clone()
+                })
+                .collect(),
+        )
+    }
+
+    pub fn done(&mut self) {
+        for counter in self.0.drain(..) {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -39,7 +65,7 @@ pub fn run_until(
     interval: Duration,
     snapshot_every: Duration,
     stop: Receiver<()>,
-    first_read: &[Arc<AtomicUsize>],
+    mut first_read: FirstRead,
 ) {
     let mut last_snapshot: Option<Instant> = None;
     let mut first = true;
@@ -52,7 +78,7 @@ pub fn run_until(
     loop {
         source.poll_unless(&stopping);
         if first {
-            first_read_done(first_read);
+            first_read.done();
             first = false;
         }
         if last_snapshot.is_none_or(|t| t.elapsed() >= snapshot_every) {

@@ -721,8 +721,12 @@ fn the_systemd_unit_verifies_cleanly_and_is_hardened() {
     let dir = temp_dir();
     let copy = dir.path().join("pipeline-pulse.service");
     std::fs::write(&copy, unit.replace(exec, &format!("ExecStart={BIN} "))).unwrap();
+    // The socket-activation example beside it, checked with the service it starts.
+    let socket = dir.path().join("pipeline-pulse.socket");
+    std::fs::write(&socket, read_repo("deploy/systemd/pipeline-pulse.socket")).unwrap();
     // A misspelt key is only a warning on stderr: nothing may be said at all.
-    let (ok, stdout, stderr) = run_tool(Command::new(&analyze).arg("verify").arg(&copy));
+    let (ok, stdout, stderr) =
+        run_tool(Command::new(&analyze).arg("verify").arg(&copy).arg(&socket));
     assert!(
         ok && stdout.is_empty() && stderr.is_empty(),
         "systemd-analyze verify:\n{stdout}{stderr}"

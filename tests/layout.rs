@@ -1,11 +1,12 @@
-//! The source folders import each other one way only: a folder that reaches itself through
-//! others (`alert/` → `status/` → `alert/`) is a loop this test names, with the files that
+//! The top-level modules of `src/`, folders and single files alike, import each other one way
+//! only: a module that reaches itself through others (`alert/` → `status/` → `alert/`, or
+//! `config` → `run_identity.rs` → `config`) is a loop this test names, with the files that
 //! make each step. Comments do not count; `crate::x` in code does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Folder → folder it uses → the files of the first that use it.
+/// Module → module it uses → the files of the first that use it.
 type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -39,24 +40,36 @@ fn uses(source: &str) -> BTreeSet<String> {
     names
 }
 
-fn folder_edges(src: &Path) -> Edges {
-    let folders: BTreeSet<String> = std::fs::read_dir(src)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+/// The top-level modules: each folder with its files, each single file but the crate roots.
+fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(src).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&path, &mut files);
+            out.insert(name, files);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            if stem != "lib" && stem != "main" {
+                out.insert(stem.to_owned(), vec![path]);
+            }
+        }
+    }
+    out
+}
+
+fn module_edges(src: &Path) -> Edges {
+    let modules = modules(src);
     let mut edges = Edges::new();
-    for folder in &folders {
-        let mut files = Vec::new();
-        rust_files(&src.join(folder), &mut files);
+    for (module, files) in &modules {
         for file in files {
-            let source = std::fs::read_to_string(&file).unwrap();
+            let source = std::fs::read_to_string(file).unwrap();
             for used in uses(&source) {
-                if used != *folder && folders.contains(&used) {
+                if used != *module && modules.contains_key(&used) {
                     let shown = file.strip_prefix(src).unwrap().display().to_string();
                     edges
-                        .entry(folder.clone())
+                        .entry(module.clone())
                         .or_default()
                         .entry(used)
                         .or_default()
@@ -66,6 +79,21 @@ fn folder_edges(src: &Path) -> Edges {
         }
     }
     edges
+}
+
+/// Every loop, each said as its steps with the files that make them.
+fn loops(edges: &Edges) -> Vec<String> {
+    edges
+        .keys()
+        .filter_map(|module| loop_through(edges, module))
+        .map(|path| {
+            let steps: Vec<String> = path
+                .windows(2)
+                .map(|w| format!("{} → {} ({:?})", w[0], w[1], edges[&w[0]][&w[1]]))
+                .collect();
+            steps.join(", ")
+        })
+        .collect()
 }
 
 /// A path from `from` back to itself, if there is one.
@@ -91,25 +119,47 @@ fn loop_through(edges: &Edges, from: &str) -> Option<Vec<String>> {
 }
 
 #[test]
-fn no_folder_of_src_reaches_itself_through_its_imports() {
+fn no_module_of_src_reaches_itself_through_its_imports() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let edges = folder_edges(&src);
+    let edges = module_edges(&src);
     assert!(
         edges.len() > 5,
-        "the folders' imports were not found: {edges:?}"
+        "the modules' imports were not found: {edges:?}"
     );
-    let loops: Vec<String> = edges
-        .keys()
-        .filter_map(|folder| loop_through(&edges, folder))
-        .map(|path| {
-            let steps: Vec<String> = path
-                .windows(2)
-                .map(|w| format!("{} → {} ({:?})", w[0], w[1], edges[&w[0]][&w[1]]))
-                .collect();
-            steps.join(", ")
-        })
-        .collect();
-    assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
+    let found = loops(&edges);
+    assert!(found.is_empty(), "import loops:\n{}", found.join("\n"));
+}
+
+/// A circle made on purpose in a scratch copy of `src/`: the ground floor (`paths.rs`)
+/// reaching up to the command line is caught, through a single-file module.
+#[test]
+fn a_circle_made_on_purpose_is_caught() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(&src, scratch.path());
+    let paths = scratch.path().join("paths.rs");
+    let mut text = std::fs::read_to_string(&paths).unwrap();
+    text.push_str("\n#[allow(unused_imports)]\nuse crate::cli::Cli;\n");
+    std::fs::write(&paths, text).unwrap();
+    let found = loops(&module_edges(scratch.path()));
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains("paths → cli") && l.contains("paths.rs")),
+        "{found:?}"
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use super::channel::Shape;
 use super::lifecycle::{Kind, Notification};
-use super::{AlertName, Condition};
+use super::Condition;
 use crate::alert::email::Context;
 use crate::model::Seconds;
 use crate::stable_hash;
@@ -26,25 +26,6 @@ pub struct Alert {
     /// When a firing alert stops being valid unless re-sent, or when it resolved.
     pub ends_at: Seconds,
     pub resolved: bool,
-}
-
-impl AlertName {
-    /// As the shipped Prometheus rules label them.
-    pub fn severity(self) -> &'static str {
-        match self {
-            AlertName::Stalled
-            | AlertName::ProcessExited
-            | AlertName::ServerDown
-            | AlertName::ServerHung
-            | AlertName::GpuMissing
-            | AlertName::GpuLost
-            | AlertName::GpuHung => "critical",
-            AlertName::PartitionFinished | AlertName::RunFinished | AlertName::DuplicateRecords => {
-                "info"
-            }
-            _ => "warning",
-        }
-    }
 }
 
 /// One alert from a condition: labels identify it (the same alert re-sent is the same
@@ -333,6 +314,7 @@ fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::AlertName;
 
     fn context() -> Context {
         Context {

@@ -225,7 +225,7 @@ impl RawConfig {
     }
 }
 
-/// What a rule's threshold is, and the values it may take.
+/// What a rule's threshold is (its kind in the rules table), and the values it may take.
 pub(super) enum ThresholdKind {
     /// A silence: a duration (seconds if a bare number).
     Silence(Span),
@@ -234,35 +234,21 @@ pub(super) enum ThresholdKind {
     /// A count of GPUs.
     Count(f64),
     /// The rule has no threshold of its own.
-    None(&'static str),
+    None(String),
 }
 
 pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
-    match alert {
-        AlertName::Stalled | AlertName::ServerHung => {
-            ThresholdKind::Silence(key::stall_after.span())
-        }
-        AlertName::GpusIdle
-        | AlertName::ErrorRateHigh
-        | AlertName::EmptyResponses
-        | AlertName::ThroughputDrop
-        | AlertName::LogOutputMismatch
-        | AlertName::TruncationHigh
-        | AlertName::MissingFields => ThresholdKind::Ratio,
-        AlertName::GpuMissing => ThresholdKind::Count(1024.0),
-        AlertName::LogSilent => {
-            ThresholdKind::None("LogSilent has no threshold of its own: it uses the Stalled one")
-        }
-        AlertName::ProcessExited
-        | AlertName::GpuLost
-        | AlertName::GpuHung
-        | AlertName::ServerDown
-        | AlertName::PartitionFinished
-        | AlertName::DuplicateRecords
-        | AlertName::RunLate
-        | AlertName::RunFinished => {
-            ThresholdKind::None("this rule has no threshold; it takes `for` and `enabled`")
-        }
+    use crate::rules::ThresholdKind as Kind;
+    match alert.rule().threshold_kind {
+        Kind::Silence => ThresholdKind::Silence(key::stall_after.span()),
+        Kind::Ratio => ThresholdKind::Ratio,
+        Kind::Count(max) => ThresholdKind::Count(max),
+        Kind::Of(other) => ThresholdKind::None(format!(
+            "{alert} has no threshold of its own: it uses the {other} one"
+        )),
+        Kind::None => ThresholdKind::None(
+            "this rule has no threshold; it takes `for` and `enabled`".to_owned(),
+        ),
     }
 }
 
@@ -270,7 +256,7 @@ pub(super) fn threshold_kind(alert: AlertName) -> ThresholdKind {
 fn threshold_value(alert: AlertName, t: &Threshold, key: &str) -> Result<f64, ConfigError> {
     let bad = |message: String| Err(ConfigError::invalid(key, message));
     match (threshold_kind(alert), t) {
-        (ThresholdKind::None(why), _) => bad(why.to_owned()),
+        (ThresholdKind::None(why), _) => bad(why),
         (ThresholdKind::Silence(span), Threshold::Text(text)) => {
             let d = humantime::parse_duration(text.trim()).map_err(|e| {
                 ConfigError::invalid(key, format!("{text:?} is not a duration ({e})"))

@@ -9,6 +9,7 @@ use crate::http_client::Url;
 use crate::model::Discovered;
 use crate::parse::envelope::Envelope;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
+use crate::paths::normalize;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
 use crate::run_identity::{self, RunIdentity, RunLabel};
@@ -16,17 +17,18 @@ use serde::{Deserialize, Serialize};
 
 mod alerts;
 mod channels;
+pub mod discovered;
 pub mod keys;
 mod pointers;
 mod unique;
 
+pub use crate::log_source::LogConfig;
 pub use alerts::{RawRule, Threshold};
 pub use keys::{key, RawConfig};
 pub use pointers::Pointers;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-pub use unique::{identity, normalize, same_file};
 
 /// How to find the GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -148,6 +150,12 @@ pub struct RawLog {
 pub struct Config {
     /// Every address to serve on; at least one.
     pub listen: Vec<SocketAddr>,
+    /// Serve on the sockets systemd passed instead (`LISTEN_FDS`).
+    pub systemd_socket: bool,
+    /// Where the metrics are served (`/metrics`).
+    pub telemetry_path: String,
+    /// The sidecar's own `process_*` and HTTP server families are exported.
+    pub exporter_metrics: bool,
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Duration,
     pub max_line_bytes: usize,
@@ -212,19 +220,6 @@ pub struct OutputConfig {
     pub inspect: bool,
     pub pointers: Pointers,
     pub required: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct LogConfig {
-    pub path: PathBuf,
-    pub parser: Parser,
-    /// An inference server's log (`server_logs`), not a progress log.
-    pub server: bool,
-    /// What wraps its lines.
-    pub envelope: Envelope,
-    format: Format,
-    regex: Option<String>,
-    unit_divisor: Option<u32>,
 }
 
 impl RawConfig {
@@ -315,6 +310,9 @@ impl RawConfig {
             history,
             heartbeat,
             listen,
+            systemd_socket: self.systemd_socket.unwrap_or(false),
+            telemetry_path: self.telemetry_path()?,
+            exporter_metrics: !self.disable_exporter_metrics.unwrap_or(false),
             web,
             state_dir: self.state_dir.clone(),
             poll_interval,
@@ -462,6 +460,21 @@ impl RawConfig {
             watched: std::sync::Arc::new(crate::web::Watched::new(path, active)),
             health_without_auth: self.health_without_auth.unwrap_or(false),
         }))
+    }
+
+    /// The metrics' path: one of its own, never one of the other endpoints'.
+    fn telemetry_path(&self) -> Result<String, ConfigError> {
+        let path = self.telemetry_path.as_deref().unwrap_or("/metrics");
+        let taken = ["/", "/status"].contains(&path)
+            || path.starts_with("/api/")
+            || path.starts_with("/-/");
+        if !path.starts_with('/') || taken || path.contains(['?', '#', ' ']) {
+            return Err(ConfigError::invalid(
+                "telemetry_path",
+                format!("{path:?} must be a path of its own starting with / (not /, /status, /api/… or /-/…)"),
+            ));
+        }
+        Ok(path.to_owned())
     }
 
     fn listen_addresses(&self) -> Result<Vec<SocketAddr>, ConfigError> {
@@ -670,28 +683,6 @@ impl OutputConfig {
             inspect: true,
             pointers: Pointers::default(),
             required: Vec::new(),
-        }
-    }
-}
-
-impl LogConfig {
-    /// A log read with `parser` (for configurations built in code, such as the demo's).
-    pub fn new(path: PathBuf, parser: Parser) -> LogConfig {
-        let (format, regex) = match &parser {
-            Parser::Auto(_) => (Format::Auto, None),
-            Parser::Server(p) => (p.format().unwrap_or_default(), None),
-            Parser::RunInference(_) => (Format::RunInference, None),
-            Parser::Tqdm(_) => (Format::Tqdm, None),
-            Parser::Regex(r) => (Format::Regex, Some(r.pattern().to_owned())),
-        };
-        LogConfig {
-            server: matches!(parser, Parser::Server(_)),
-            envelope: Envelope::Auto,
-            path,
-            parser,
-            format,
-            regex,
-            unit_divisor: None,
         }
     }
 }

@@ -145,7 +145,7 @@ impl Layout {
             .into(),
             ..RawConfig::default()
         };
-        crate::discover::configure(raw)
+        crate::config::discovered::configure(raw)
     }
 }
 

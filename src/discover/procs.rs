@@ -433,7 +433,7 @@ fn stdout_file(pid: u32) -> Option<PathBuf> {
 }
 
 fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| crate::config::normalize(path))
+    std::fs::canonicalize(path).unwrap_or_else(|_| crate::paths::normalize(path))
 }
 
 #[cfg(test)]

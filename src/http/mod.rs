@@ -21,9 +21,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod serve;
-pub mod silence_client;
-mod silences;
-pub use serve::serve;
+pub mod silences;
+pub use serve::{serve, systemd_listeners};
 
 /// What the handlers need.
 pub struct HttpState {
@@ -45,6 +44,8 @@ pub struct HttpState {
     pub silences: Arc<crate::alert::silence::Store>,
     /// The rules' thresholds, which `/api/report` judges the dataset by.
     pub rules: crate::rules::Rules,
+    /// Where the metrics are served (`telemetry_path`); `/metrics` is then not found.
+    pub telemetry_path: String,
 }
 
 async fn handle(
@@ -82,7 +83,12 @@ async fn handle(
 }
 
 fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let path = req.uri().path();
+    // The metrics answer at their configured path, and only there.
+    let path = match req.uri().path() {
+        p if p == state.telemetry_path => "/metrics",
+        "/metrics" => "(not served here)",
+        p => p,
+    };
     // The test of the panic policy: a panic in a connection task must end the process, not
     // leave it serving nothing. Only in debug builds; a release binary has no such path.
     #[cfg(debug_assertions)]

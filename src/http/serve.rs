@@ -217,3 +217,47 @@ impl Drop for Open {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// The listening sockets systemd passed (socket activation, `sd_listen_fds(3)`): `LISTEN_FDS`
+/// of them from descriptor 3 on, for the process `LISTEN_PID` names.
+pub fn systemd_listeners() -> anyhow::Result<Vec<TcpListener>> {
+    use anyhow::Context as _;
+    use std::os::fd::{FromRawFd, RawFd};
+    const FIRST: RawFd = 3;
+    let var = |name: &str| {
+        std::env::var(name).with_context(|| {
+            format!("systemd_socket is set but {name} is not: start the sidecar from its .socket unit (deploy/systemd/pipeline-pulse.socket)")
+        })
+    };
+    let pid: u32 = var("LISTEN_PID")?
+        .parse()
+        .context("LISTEN_PID is not a process id")?;
+    anyhow::ensure!(
+        pid == std::process::id(),
+        "LISTEN_PID {pid} is not this process ({}): the sockets were passed to another",
+        std::process::id()
+    );
+    let count: RawFd = var("LISTEN_FDS")?
+        .parse()
+        .context("LISTEN_FDS is not a count")?;
+    anyhow::ensure!(
+        (1..=64).contains(&count),
+        "LISTEN_FDS is {count}: systemd passed no socket to serve on"
+    );
+    (FIRST..FIRST + count)
+        .map(|fd| {
+            // SAFETY: systemd hands these descriptors to this process, once, for it to own;
+            // LISTEN_PID was checked above, and nothing else in the process takes them.
+            let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            socket
+                .set_nonblocking(true)
+                .with_context(|| format!("descriptor {fd} from systemd is not a socket"))?;
+            let listener = TcpListener::from_std(socket)
+                .with_context(|| format!("descriptor {fd} from systemd is not a TCP socket"))?;
+            listener.local_addr().with_context(|| {
+                format!("descriptor {fd} from systemd is not a listening socket")
+            })?;
+            Ok(listener)
+        })
+        .collect()
+}

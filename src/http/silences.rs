@@ -34,7 +34,7 @@ pub struct Listed {
 /// A silence request is a few fields; anything longer is not one.
 const BODY_LIMIT: usize = 16 * 1024;
 
-pub(super) const PATH: &str = "/api/v1/silences";
+pub const PATH: &str = "/api/v1/silences";
 
 /// Whether this client may add or expire silences.
 pub fn may_change(peer: SocketAddr, web: Option<&Active>) -> bool {

@@ -3,8 +3,8 @@
 //! system that stops answering) can hold back this log alone, never a scrape, the alert engine
 //! or another log.
 
+use super::LogConfig;
 use crate::clock;
-use crate::config::LogConfig;
 use crate::model::Run;
 use crate::parse::envelope::{Envelope, Piece, Unwrap};
 use crate::parse::{ansi, Event, Format, Parser};

@@ -7,15 +7,16 @@
 //! a few milliseconds, and a read that never returns holds it not at all.
 
 mod followed;
+mod spec;
 mod worker;
 
 use crate::clock;
-use crate::config::LogConfig;
 use crate::model::Run;
 use crate::parse::{ansi, Parser};
 use crate::source::Source;
 use crate::state::{LogPosition, Snapshot, StateDir};
 use followed::FollowedLog;
+pub use spec::LogConfig;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use worker::Worker;

@@ -50,20 +50,28 @@ struct RunCollector {
     run: Arc<Mutex<Run>>,
     revision: &'static str,
     web: Option<Arc<crate::web::Counters>>,
+    /// The sidecar's own `process_*` and HTTP server families (`disable_exporter_metrics`).
+    exporter: bool,
 }
 
 /// The registry holding our collector; encode it with [`encode`].
 pub fn registry(run: Arc<Mutex<Run>>) -> Registry {
-    registry_with_web(run, None)
+    registry_with_web(run, None, true)
 }
 
-/// [`registry`], with the web config's counters when one is served.
-pub fn registry_with_web(run: Arc<Mutex<Run>>, web: Option<Arc<crate::web::Counters>>) -> Registry {
+/// [`registry`], with the web config's counters when one is served, and without the
+/// exporter's own families unless `exporter`.
+pub fn registry_with_web(
+    run: Arc<Mutex<Run>>,
+    web: Option<Arc<crate::web::Counters>>,
+    exporter: bool,
+) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(RunCollector {
         run,
         revision: env!("PULSE_GIT_REVISION"),
         web,
+        exporter,
     }));
     registry
 }
@@ -122,6 +130,9 @@ impl Collector for RunCollector {
             MetricType::Gauge,
             [(labels, ConstGauge::new(1i64))],
         )?;
+        if !self.exporter {
+            return Ok(());
+        }
         if let Some(web) = &self.web {
             web::encode(web, &mut enc)?;
         }

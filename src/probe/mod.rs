@@ -9,7 +9,7 @@ pub mod process;
 use crate::clock;
 use crate::http_client::{self, Url};
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
-use crate::source::{first_read_done, FirstRead};
+use crate::source::FirstRead;
 use process::ProcessTarget;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -200,12 +200,12 @@ impl Probes {
 
     /// Probes every `interval`, forever; abort the task to stop it. The first round done, it
     /// marks its first read done on `first_read`.
-    pub async fn run_every(mut self, interval: Duration, first_read: FirstRead) {
+    pub async fn run_every(mut self, interval: Duration, mut first_read: FirstRead) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
         self.round().await;
-        first_read_done(&first_read);
+        first_read.done();
         loop {
             ticks.tick().await;
             self.round().await;

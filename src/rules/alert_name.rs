@@ -1,11 +1,33 @@
 //! The alerts' names, and a condition: one alert holding for one partition (or the run) now.
 
+use super::{Rule, Severity, TABLE};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Every alert and notice the sidecar knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum AlertName {
+/// The enum, its list and its names, from one list of names.
+macro_rules! alert_names {
+    ($($name:ident),* $(,)?) => {
+        /// Every alert and notice the sidecar knows; what each one is, is its entry in
+        /// [`super::TABLE`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum AlertName {
+            $($name),*
+        }
+
+        impl AlertName {
+            pub const ALL: [AlertName; <[&str]>::len(&[$(stringify!($name)),*])] =
+                [$(AlertName::$name),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(AlertName::$name => stringify!($name)),*
+                }
+            }
+        }
+    };
+}
+
+alert_names! {
     Stalled,
     LogSilent,
     ServerHung,
@@ -28,88 +50,41 @@ pub enum AlertName {
 }
 
 impl AlertName {
-    pub const ALL: [AlertName; 19] = [
-        AlertName::Stalled,
-        AlertName::LogSilent,
-        AlertName::ServerHung,
-        AlertName::ProcessExited,
-        AlertName::ServerDown,
-        AlertName::GpusIdle,
-        AlertName::GpuMissing,
-        AlertName::GpuLost,
-        AlertName::GpuHung,
-        AlertName::ErrorRateHigh,
-        AlertName::EmptyResponses,
-        AlertName::ThroughputDrop,
-        AlertName::LogOutputMismatch,
-        AlertName::TruncationHigh,
-        AlertName::MissingFields,
-        AlertName::DuplicateRecords,
-        AlertName::RunLate,
-        AlertName::PartitionFinished,
-        AlertName::RunFinished,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertName::Stalled => "Stalled",
-            AlertName::LogSilent => "LogSilent",
-            AlertName::ServerHung => "ServerHung",
-            AlertName::ProcessExited => "ProcessExited",
-            AlertName::ServerDown => "ServerDown",
-            AlertName::GpusIdle => "GpusIdle",
-            AlertName::GpuMissing => "GpuMissing",
-            AlertName::GpuLost => "GpuLost",
-            AlertName::GpuHung => "GpuHung",
-            AlertName::ErrorRateHigh => "ErrorRateHigh",
-            AlertName::EmptyResponses => "EmptyResponses",
-            AlertName::ThroughputDrop => "ThroughputDrop",
-            AlertName::LogOutputMismatch => "LogOutputMismatch",
-            AlertName::TruncationHigh => "TruncationHigh",
-            AlertName::MissingFields => "MissingFields",
-            AlertName::DuplicateRecords => "DuplicateRecords",
-            AlertName::RunLate => "RunLate",
-            AlertName::PartitionFinished => "PartitionFinished",
-            AlertName::RunFinished => "RunFinished",
-        }
+    /// Its entry in the rules table; every alert has one (`rules::tests`).
+    pub fn rule(self) -> &'static Rule {
+        TABLE
+            .iter()
+            .find(|r| r.alert == self)
+            .expect("every alert has a rule in the table")
     }
 
     /// Notices are sent once when they become true; they are never "resolved".
     pub fn is_notice(self) -> bool {
-        matches!(
-            self,
-            AlertName::PartitionFinished | AlertName::RunFinished | AlertName::DuplicateRecords
-        )
+        self.rule().severity == Severity::Info
     }
 
     /// Notices told once per episode, not once ever: `DuplicateRecords` once per pass of the
     /// driver (its condition holds from a pass's first duplicate to the pass's end).
     pub fn rearms(self) -> bool {
-        self == AlertName::DuplicateRecords
+        self.rule().rearms
     }
 
     /// Alerts that, while firing, silence others: a dead process or server explains a
     /// stall and idle GPUs, a hung server explains a stall, and one email about the cause is
     /// enough.
     pub fn inhibits(self, other: AlertName) -> bool {
-        match self {
-            AlertName::ProcessExited => matches!(other, AlertName::Stalled | AlertName::GpusIdle),
-            AlertName::ServerDown => matches!(
-                other,
-                AlertName::Stalled | AlertName::GpusIdle | AlertName::ServerHung
-            ),
-            AlertName::ServerHung => other == AlertName::Stalled,
-            _ => false,
-        }
+        self.rule().inhibits.contains(&other)
     }
 
     /// Alerts about a stuck run: when one fires, the stacks of the run's processes are taken
     /// and brought to its page (docs/alerts.md#stacks).
     pub fn wants_stacks(self) -> bool {
-        matches!(
-            self,
-            AlertName::Stalled | AlertName::ServerHung | AlertName::LogSilent
-        )
+        self.rule().stacks
+    }
+
+    /// As the shipped Prometheus rules label them.
+    pub fn severity(self) -> &'static str {
+        self.rule().severity.as_str()
     }
 
     pub fn parse(s: &str) -> Option<AlertName> {

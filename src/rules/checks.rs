@@ -1,6 +1,6 @@
-//! Each built-in rule as one function, registered in [`TABLE`] with its defaults: a new rule
-//! is one entry and one function. Every check is pure: the model, the rule's settings and
-//! `now` in, the conditions that hold out.
+//! Each built-in rule as one function, registered in [`super::table::TABLE`] with everything
+//! else about it. Every check is pure: the model, the rule's settings and `now` in, the
+//! conditions that hold out.
 
 use super::stall::{judge_stall, stall_cause, Stall};
 use super::{AlertName, Condition, History, RuleConfig, Rules, RATE_WINDOW};
@@ -9,59 +9,6 @@ use crate::model::{OutputStats, PartitionView, RecentCounts, Run, Seconds};
 
 /// Fewer requests than this in the window is too small a sample to alarm on.
 const MIN_SAMPLE: u64 = 50;
-
-/// One built-in rule: its alert, its default settings, and the function that judges it.
-pub struct Rule {
-    pub alert: AlertName,
-    /// Its meaning is the rule's own (see [`RuleConfig::threshold`]).
-    pub threshold: f64,
-    /// How long the condition must hold before it fires.
-    pub for_seconds: f64,
-    pub check: fn(&Judged<'_>, RuleConfig) -> Vec<Condition>,
-}
-
-/// Every rule, in the order its conditions are reported.
-pub const TABLE: &[Rule] = &[
-    rule(AlertName::Stalled, 600.0, 0.0, stalled),
-    // Judged against the Stalled threshold: the same silence, with the outputs moving.
-    rule(AlertName::LogSilent, 0.0, 0.0, log_silent),
-    rule(AlertName::ServerHung, 300.0, 0.0, server_hung),
-    rule(AlertName::ProcessExited, 0.0, 60.0, process_exited),
-    rule(AlertName::ServerDown, 0.0, 120.0, server_down),
-    rule(AlertName::GpuHung, 0.0, 0.0, gpu_hung),
-    rule(AlertName::GpuLost, 0.0, 0.0, gpu_lost),
-    rule(AlertName::GpusIdle, 0.05, 600.0, gpus_idle),
-    rule(AlertName::GpuMissing, 0.0, 60.0, gpu_missing),
-    rule(AlertName::ErrorRateHigh, 0.05, 60.0, error_rate_high),
-    rule(AlertName::EmptyResponses, 0.02, 60.0, empty_responses),
-    rule(
-        AlertName::LogOutputMismatch,
-        0.02,
-        600.0,
-        log_output_mismatch,
-    ),
-    rule(AlertName::TruncationHigh, 0.2, 60.0, truncation_high),
-    rule(AlertName::MissingFields, 0.02, 60.0, missing_fields),
-    rule(AlertName::DuplicateRecords, 0.0, 0.0, duplicate_records),
-    rule(AlertName::RunLate, 0.0, 900.0, run_late),
-    rule(AlertName::PartitionFinished, 0.0, 0.0, partition_finished),
-    rule(AlertName::ThroughputDrop, 0.5, 0.0, throughput_drop),
-    rule(AlertName::RunFinished, 0.0, 300.0, run_finished_notice),
-];
-
-const fn rule(
-    alert: AlertName,
-    threshold: f64,
-    for_seconds: f64,
-    check: fn(&Judged<'_>, RuleConfig) -> Vec<Condition>,
-) -> Rule {
-    Rule {
-        alert,
-        threshold,
-        for_seconds,
-        check,
-    }
-}
 
 /// What every check looks at.
 pub struct Judged<'a> {
@@ -89,7 +36,7 @@ fn condition(
     }
 }
 
-fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, now, stall_after) = (j.run, j.now, rule.threshold);
     // A run stopped at its budget is done, though its log never finished a partition.
     if run.budget_reached(&j.views) {
@@ -148,7 +95,7 @@ fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     out
 }
 
-fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let stall_after = j.rules.get(AlertName::Stalled).threshold;
     j.views
         .iter()
@@ -168,7 +115,7 @@ fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, threshold) = (j.run, rule.threshold);
     let figures = run.server_figures();
     // A log's last report may be stale (SGLang prints nothing once idle): it is believed
@@ -204,7 +151,7 @@ fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
 // A finished run's driver that exits, or a server stopped or GPUs idle after it, are the
 // run's end, not incidents.
 
-fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(process) = &j.run.process else {
         return Vec::new();
     };
@@ -222,7 +169,7 @@ fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(server) = &j.run.server else {
         return Vec::new();
     };
@@ -246,7 +193,7 @@ fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     vec![condition(AlertName::ServerDown, None, summary, description)]
 }
 
-fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(since) = j.run.gpu_hung_since else {
         return Vec::new();
     };
@@ -265,7 +212,7 @@ fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(gpus) = &j.run.gpus else {
         return Vec::new();
     };
@@ -309,7 +256,7 @@ fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (Some(gpus), threshold) = (&j.run.gpus, rule.threshold) else {
         return Vec::new();
     };
@@ -340,7 +287,7 @@ fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let Some(gpus) = &j.run.gpus else {
         return Vec::new();
     };
@@ -359,7 +306,7 @@ fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn error_rate_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn error_rate_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let threshold = rule.threshold;
     j.views
         .iter()
@@ -375,7 +322,7 @@ fn error_rate_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn empty_responses(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn empty_responses(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let threshold = rule.threshold;
     j.views
         .iter()
@@ -419,7 +366,7 @@ pub fn token_distribution(o: &OutputStats) -> String {
     )
 }
 
-fn truncation_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn truncation_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     j.views
         .iter()
         .filter_map(|v| {
@@ -442,7 +389,7 @@ fn truncation_high(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn missing_fields(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn missing_fields(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     j.views
         .iter()
         .filter_map(|v| {
@@ -470,7 +417,7 @@ fn missing_fields(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     j.views
         .iter()
         .filter_map(|v| {
@@ -496,7 +443,7 @@ fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let p = j.run.projection(j.now);
     let (Some(deadline), Some(eta)) = (p.deadline, p.eta_seconds) else {
         return Vec::new();
@@ -539,7 +486,7 @@ fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let ratio = rule.threshold;
     j.views
         .iter()
@@ -569,7 +516,7 @@ fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn partition_finished(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn partition_finished(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     j.views
         .iter()
         .filter(|v| v.reached_plan())
@@ -584,7 +531,7 @@ fn partition_finished(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .collect()
 }
 
-fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
+pub(super) fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let fraction = rule.threshold;
     let Some((recent, median)) =
         j.history
@@ -607,7 +554,7 @@ fn throughput_drop(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     )]
 }
 
-fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+pub(super) fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     if !run_finished(j.run, &j.views) {
         return Vec::new();
     }

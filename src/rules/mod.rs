@@ -3,12 +3,14 @@
 mod alert_name;
 mod checks;
 mod stall;
+mod table;
 
 use crate::model::{Run, Seconds};
 pub use alert_name::{AlertName, Condition};
-use checks::{Judged, TABLE};
+use checks::Judged;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+pub use table::{Rule, Severity, ThresholdKind, TABLE};
 
 /// Requests (or records) the error and empty-response rates look back over.
 pub const RATE_WINDOW: u64 = 200;
@@ -127,7 +129,7 @@ impl History {
     }
 }
 
-/// Every condition that holds now: each enabled rule of [`checks::TABLE`], in its order.
+/// Every condition that holds now: each enabled rule of [`TABLE`], in its order.
 pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Vec<Condition> {
     let judged = Judged {
         run,

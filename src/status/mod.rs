@@ -4,7 +4,6 @@
 //! The document is built from the model by a pure function; its schema is documented in
 //! `docs/status.md` and is what scripts may rely on.
 
-pub mod client;
 pub mod terminal;
 
 use crate::model::{Discovered, PartitionView, Run, Seconds};

@@ -1,10 +1,10 @@
 //! `silence add|list|expire`: the command line's client of the sidecar's silence API
-//! ([`super::silences`]), one request each, reading the answers as the server writes them.
+//! ([`crate::http::silences`]), one request each, reading the answers as the server writes them.
 
-use super::silences::{Listed, Shown};
+use super::status::remote;
 use crate::cli::{SilenceArgs, SilenceCommand};
+use crate::http::silences::{Listed, Shown};
 use crate::http_client;
-use crate::status::client::remote;
 
 /// Sends the command's request to the sidecar and prints what it answered.
 pub fn run(args: &SilenceArgs) -> anyhow::Result<()> {
@@ -16,7 +16,7 @@ pub fn run(args: &SilenceArgs) -> anyhow::Result<()> {
             comment,
             ..
         } => (
-            super::silences::PATH.to_owned(),
+            crate::http::silences::PATH.to_owned(),
             http_client::Outgoing {
                 body: Some(
                     serde_json::json!({"for": for_, "alert": alert, "partition": partition, "comment": comment})
@@ -28,11 +28,11 @@ pub fn run(args: &SilenceArgs) -> anyhow::Result<()> {
             },
         ),
         SilenceCommand::List { .. } => (
-            super::silences::PATH.to_owned(),
+            crate::http::silences::PATH.to_owned(),
             http_client::Outgoing::default(),
         ),
         SilenceCommand::Expire { id, .. } => (
-            format!("{}/{id}", super::silences::PATH),
+            format!("{}/{id}", crate::http::silences::PATH),
             http_client::Outgoing {
                 method: Some(hyper::Method::DELETE),
                 ..Default::default()

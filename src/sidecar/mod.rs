@@ -1,9 +1,10 @@
 //! Wires the sources to the model to the outputs for `run` (and for `demo`, which runs the
 //! same sidecar on a simulated pipeline).
 
+mod discovery;
+
 use crate::alert::engine::Engine;
 use crate::config::{Config, GpuMode};
-use crate::discover::{Additions, Discovery};
 use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
 use crate::log_source::LogSource;
@@ -11,12 +12,12 @@ use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::outputs::OutputSource;
 use crate::probe::Probes;
-use crate::source::{self, FirstRead, Source};
+use crate::source::{self, FirstRead, Source, Unread};
 use crate::state::StateDir;
 use anyhow::Context;
+use discovery::{Additions, Discovery};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -138,7 +139,7 @@ fn start(
     let snapshots = config.snapshot_interval;
     let thread = std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || source::run_until(source, interval, snapshots, stopped, &first_read))
+        .spawn(move || source::run_until(source, interval, snapshots, stopped, first_read))
         .with_context(|| format!("cannot start the {name} thread"))?;
     Ok(Running { stop, thread })
 }
@@ -154,85 +155,46 @@ pub async fn serve(
     // (they are closed when quiet), but the hard limit is there to be used, as Go does.
     crate::fd_limit::raise();
     // Bind first: a taken port should fail start-up before anything else happens.
-    let mut listeners = Vec::new();
-    for address in &config.listen {
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("cannot listen on {address} (is another sidecar running?)"))?;
-        listeners.push(listener);
-    }
+    let listeners = listeners(&config).await?;
     let addresses: Vec<SocketAddr> = listeners
         .iter()
         .map(|l| l.local_addr())
         .collect::<Result<_, _>>()?;
-    let addr = addresses[0];
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
     if let Some(identity) = &config.run {
         identity.resolve_in_background();
     }
-    // With a run folder, discovery hands what it finds later to the sources and the probes.
     let discovery = Discovery::of(&config);
-    let (logs, outputs, additions, probe_updates) = match &discovery {
-        Some(_) => {
-            let (log_tx, log_rx) = mpsc::channel();
-            let (out_tx, out_rx) = mpsc::channel();
-            let (in_tx, in_rx) = mpsc::channel();
-            let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
-            (
-                logs.with_additions(log_rx),
-                outputs.with_additions(out_rx, in_rx),
-                Some(Additions {
-                    logs: log_tx,
-                    outputs: out_tx,
-                    inputs: in_tx,
-                    probes: probe_tx,
-                }),
-                Some(probe_rx),
-            )
-        }
-        None => (logs, outputs, None, None),
-    };
+    let wired = wire_discovery(&config, discovery.is_some(), logs, outputs);
     let gpus = gpu_reader(&config, &run)?;
     // The inputs not read once yet. `/-/ready` waits for all of them. The alert engine waits
     // for the backlog (logs and outputs) and the probes, so that it never judges half the
     // evidence; not for the GPUs, whose first read may hang with a GPU fallen off the bus.
-    let probing = !config.probes.is_empty() || discovery.is_some();
-    let catching_up = Arc::new(AtomicUsize::new(
-        2 + usize::from(gpus.is_some()) + usize::from(probing),
-    ));
-    let judging = Arc::new(AtomicUsize::new(2 + usize::from(probing)));
-    let both = || vec![catching_up.clone(), judging.clone()];
+    let (ready, judging) = (Unread::default(), Unread::default());
+    let both = || FirstRead::of(&[&ready, &judging]);
     let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
     run.lock().unwrap_or_else(|e| e.into_inner()).history =
         crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
-    let recording = tokio::spawn(crate::recorder::run_every(
-        run.clone(),
-        state_dir.clone(),
-        judging.clone(),
-    ));
     let state = Arc::new(HttpState {
         silences: silences.clone(),
         registry: metrics::registry_with_web(
             run.clone(),
             config.web.as_ref().map(|w| w.watched.counters().clone()),
+            config.exporter_metrics,
         ),
         run: run.clone(),
         host: config.alerts.context.host.clone(),
-        catching_up: catching_up.clone(),
+        catching_up: ready.counter(),
         header_read_timeout: config.header_read_timeout,
         max_connections: config.max_connections,
         web: config.web.clone(),
         rules: config.alerts.rules.clone(),
+        telemetry_path: config.telemetry_path.clone(),
     });
+    let interval = config.poll_interval;
     let mut running = vec![
-        start("log-source", logs, config.poll_interval, &config, both())?,
-        start(
-            "output-source",
-            outputs,
-            config.poll_interval,
-            &config,
-            both(),
-        )?,
+        start("log-source", wired.logs, interval, &config, both())?,
+        start("output-source", wired.outputs, interval, &config, both())?,
     ];
     if let Some(reader) = gpus {
         let source = GpuSource::new(
@@ -241,64 +203,123 @@ pub async fn serve(
             config.gpu_processes,
             config.gpu_timeout,
         );
+        let first = FirstRead::of(&[&ready]);
         running.push(start(
             "gpu-source",
             source,
             config.gpu_interval,
             &config,
-            vec![catching_up.clone()],
+            first,
         )?);
     }
-    let alerts = tokio::spawn(
-        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
-            .with_silences(silences.clone())
-            .run_every(judging.clone()),
-    );
-    let probes = probing.then(|| {
+    // The tasks, stopped together when the server stops.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(crate::recorder::run_every(
+        run.clone(),
+        state_dir.clone(),
+        judging.counter(),
+    ));
+    if !config.probes.is_empty() || discovery.is_some() {
         let mut probes = Probes::new(config.probes.clone(), run.clone());
-        if let Some(updates) = probe_updates {
+        if let Some(updates) = wired.probe_updates {
             probes = probes.with_updates(updates);
         }
-        tokio::spawn(probes.run_every(config.probe_interval, both()))
-    });
-    let heartbeat = config
-        .heartbeat
-        .clone()
-        .map(|h| tokio::spawn(crate::alert::heartbeat::run_every(h, run.clone())));
-    let discovering = match (discovery, additions) {
-        (Some(discovery), Some(additions)) => {
-            Some(tokio::spawn(discovery.run_every(run.clone(), additions)))
-        }
-        _ => None,
-    };
+        tasks.spawn(probes.run_every(config.probe_interval, both()));
+    }
+    tasks.spawn(
+        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
+            .with_silences(silences)
+            .run_every(judging.counter()),
+    );
+    if let Some(h) = config.heartbeat.clone() {
+        tasks.spawn(crate::alert::heartbeat::run_every(h, run.clone()));
+    }
+    if let (Some(discovery), Some(additions)) = (discovery, wired.additions) {
+        tasks.spawn(discovery.run_every(run.clone(), additions));
+    }
+    say_listening(&config, &addresses);
+    on_listening(addresses[0]);
+    http::serve(listeners, state, shutdown).await;
+    tracing::info!("shutting down");
+    tasks.abort_all();
+    crate::recorder::save(&run, state_dir.as_ref());
+    stop_sources(running)
+}
+
+/// The sockets to serve on: those systemd passed (`web.systemd-socket`), else `listen`'s.
+async fn listeners(config: &Config) -> anyhow::Result<Vec<tokio::net::TcpListener>> {
+    if config.systemd_socket {
+        return crate::http::systemd_listeners();
+    }
+    let mut listeners = Vec::new();
+    for address in &config.listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen on {address} (is another sidecar running?)"))?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+fn say_listening(config: &Config, addresses: &[SocketAddr]) {
     let scheme = match config.web.as_ref().map(|w| w.watched.current()) {
         Some(web) if web.tls.is_some() => "https",
         _ => "http",
     };
-    for addr in &addresses {
+    for addr in addresses {
         tracing::info!(
-            "listening on {scheme}://{addr} (metrics at {scheme}://{addr}/metrics), following {} log(s) and {} output glob(s)",
+            "listening on {scheme}://{addr} (metrics at {scheme}://{addr}{}), following {} log(s) and {} output glob(s)",
+            config.telemetry_path,
             config.logs.len(),
             config.outputs.len()
         );
     }
-    on_listening(addr);
-    http::serve(listeners, state, shutdown).await;
-    tracing::info!("shutting down");
-    alerts.abort();
-    if let Some(probes) = probes {
-        probes.abort();
+}
+
+/// The sources as they run: with a run folder, discovery hands what it finds later to them
+/// and to the probes.
+struct Wired {
+    logs: LogSource,
+    outputs: OutputSource,
+    additions: Option<Additions>,
+    probe_updates: Option<tokio::sync::watch::Receiver<crate::probe::ProbeConfig>>,
+}
+
+fn wire_discovery(
+    config: &Config,
+    discovering: bool,
+    logs: LogSource,
+    outputs: OutputSource,
+) -> Wired {
+    if !discovering {
+        return Wired {
+            logs,
+            outputs,
+            additions: None,
+            probe_updates: None,
+        };
     }
-    if let Some(discovering) = discovering {
-        discovering.abort();
+    let (log_tx, log_rx) = mpsc::channel();
+    let (out_tx, out_rx) = mpsc::channel();
+    let (in_tx, in_rx) = mpsc::channel();
+    let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
+    Wired {
+        logs: logs.with_additions(log_rx),
+        outputs: outputs.with_additions(out_rx, in_rx),
+        additions: Some(Additions {
+            logs: log_tx,
+            outputs: out_tx,
+            inputs: in_tx,
+            probes: probe_tx,
+        }),
+        probe_updates: Some(probe_rx),
     }
-    if let Some(heartbeat) = heartbeat {
-        heartbeat.abort();
-    }
-    recording.abort();
-    crate::recorder::save(&run, state_dir.as_ref());
-    // A source stuck in a file-system call that does not return (a hung mount) must not keep
-    // the sidecar from stopping: it is waited for a few seconds, then left to the exit.
+}
+
+/// Stops the source threads. A source stuck in a file-system call that does not return (a
+/// hung mount) must not keep the sidecar from stopping: it is waited for a few seconds, then
+/// left to the exit.
+fn stop_sources(running: Vec<Running>) -> anyhow::Result<()> {
     let deadline = Instant::now() + SOURCE_STOP_WAIT;
     for source in running {
         drop(source.stop);

@@ -1,0 +1,224 @@
+//! Discovery as the sidecar runs it: a scan every `discover_interval`, what it finds merged
+//! under the keys given, and what is new handed to the sources and the probes.
+
+use crate::clock;
+use crate::config::discovered::apply;
+use crate::config::{Config, LogConfig, OutputConfig, RawConfig};
+use crate::discover::{describe, procs, scan};
+use crate::model::{Discovered, DiscoveredServer, Run};
+use crate::parse::{Parser, ServerLog};
+use crate::paths::same_file;
+use crate::probe::ProbeConfig;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// Discovery as the sidecar runs it.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub interval: Duration,
+    /// The keys given in the file and as flags; discovery fills only the others.
+    pub explicit: RawConfig,
+    /// What the last scan found.
+    pub found: Discovered,
+}
+
+/// Where a scan's new findings go: the sources take them at their next poll.
+pub struct Additions {
+    pub logs: mpsc::Sender<LogConfig>,
+    pub outputs: mpsc::Sender<OutputConfig>,
+    pub inputs: mpsc::Sender<String>,
+    pub probes: tokio::sync::watch::Sender<ProbeConfig>,
+}
+
+impl Discovery {
+    /// The discovery a configuration asks for, if it has a `run_dir`.
+    pub fn of(config: &Config) -> Option<Discovery> {
+        let (explicit, found) = config.discovered.clone()?;
+        Some(Discovery {
+            interval: config.discover_interval,
+            explicit,
+            found,
+        })
+    }
+
+    /// Scans again every interval, forever (abort the task to stop it), handing what is new
+    /// to the sources and the probes.
+    pub async fn run_every(mut self, run: Arc<Mutex<Run>>, additions: Additions) {
+        let dir = PathBuf::from(&self.found.run_dir);
+        let mut followed = Followed::of(&self.merged());
+        run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
+        let mut ticks = tokio::time::interval(self.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        // A scan that does not return (a hung mount, a process stuck in the kernel) is waited
+        // for at the next ticks, never started twice; past HUNG_AFTER the folder is named.
+        let mut pending = None;
+        let mut hung = false;
+        let wait = Duration::from_secs_f64(crate::model::HUNG_AFTER);
+        // Only the scan's own thread locks it, and never two scans at once.
+        let table = Arc::new(Mutex::new(procs::Table::default()));
+        loop {
+            ticks.tick().await;
+            let (scanning, since) = pending.get_or_insert_with(|| {
+                let scan_dir = dir.clone();
+                let table = Arc::clone(&table);
+                let held: Vec<u32> = [
+                    self.found.driver.as_ref().map(|d| d.pid),
+                    self.found.server.as_ref().map(|s| s.pid),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                (
+                    tokio::task::spawn_blocking(move || {
+                        let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+                        scan(&scan_dir, &mut table, &held)
+                    }),
+                    clock::now(),
+                )
+            });
+            let found = match tokio::time::timeout(wait, &mut *scanning).await {
+                Ok(found) => found,
+                Err(_) => {
+                    if !hung {
+                        hung = true;
+                        tracing::warn!(
+                            path = %self.found.run_dir,
+                            "discovery's scan of {} and /proc has not returned for {} s; what was found before stands",
+                            self.found.run_dir,
+                            wait.as_secs()
+                        );
+                        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                        run.hung_files.insert(self.found.run_dir.clone(), *since);
+                    }
+                    continue;
+                }
+            };
+            pending = None;
+            if std::mem::take(&mut hung) {
+                tracing::info!(path = %self.found.run_dir, "discovery's scan returned again");
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                run.hung_files.remove(&self.found.run_dir);
+            }
+            let Ok(mut found) = found else {
+                continue;
+            };
+            // A driver or server no longer seen stays the one probed: its absence is what
+            // ProcessExited and ServerDown are for, not a reason to stop looking. Only the
+            // run's own next server (its driver's, or in its folder) replaces it, never one
+            // that is merely the only one left on the node.
+            if found.driver.is_none() {
+                found.driver = self.found.driver.clone();
+            }
+            let replaces = |new: &DiscoveredServer| {
+                new.tied()
+                    || self
+                        .found
+                        .server
+                        .as_ref()
+                        .is_none_or(|old| old.pid == new.pid)
+            };
+            if !found.server.as_ref().is_some_and(replaces) {
+                found.server = self.found.server.clone();
+            }
+            // The role is the start-up's: what a node is for does not change mid-run.
+            found.role = self.found.role;
+            if found == self.found {
+                continue;
+            }
+            let before: BTreeSet<String> = describe(&self.found).into_iter().collect();
+            for line in describe(&found) {
+                if !before.contains(&line) {
+                    tracing::info!("discovered: {line}");
+                }
+            }
+            self.found = found;
+            let merged = self.merged();
+            followed.hand_over(&merged, &additions);
+            run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
+        }
+    }
+
+    fn merged(&self) -> RawConfig {
+        let mut merged = self.explicit.clone();
+        apply(&self.found, &mut merged);
+        merged
+    }
+}
+
+/// What the sources follow already, so a scan hands over only what is new.
+struct Followed {
+    logs: Vec<PathBuf>,
+    outputs: BTreeSet<String>,
+    inputs: BTreeSet<String>,
+    probes: (Option<String>, Option<String>, Option<String>),
+}
+
+impl Followed {
+    fn of(raw: &RawConfig) -> Followed {
+        Followed {
+            logs: raw
+                .logs
+                .iter()
+                .map(|l| l.path.clone())
+                .chain(raw.server_logs.iter().cloned())
+                .collect(),
+            outputs: raw.outputs.iter().map(|o| o.glob.clone()).collect(),
+            inputs: raw.inputs.iter().cloned().collect(),
+            probes: probe_keys(raw),
+        }
+    }
+
+    fn hand_over(&mut self, raw: &RawConfig, to: &Additions) {
+        let server_format = raw.server_log_format.unwrap_or_default();
+        let logs = raw
+            .logs
+            .iter()
+            .map(|l| (l.path.clone(), false))
+            .chain(raw.server_logs.iter().map(|p| (p.clone(), true)));
+        for (path, server) in logs {
+            if self.logs.iter().any(|l| same_file(l, &path)) {
+                continue;
+            }
+            let parser = if server {
+                Parser::Server(ServerLog::new(server_format))
+            } else {
+                Parser::Auto(Default::default())
+            };
+            self.logs.push(path.clone());
+            let _ = to.logs.send(LogConfig::new(path, parser));
+        }
+        for output in &raw.outputs {
+            if self.outputs.insert(output.glob.clone()) {
+                let _ = to.outputs.send(OutputConfig::new(output.glob.clone()));
+            }
+        }
+        for input in &raw.inputs {
+            if self.inputs.insert(input.clone()) {
+                let _ = to.inputs.send(input.clone());
+            }
+        }
+        let probes = probe_keys(raw);
+        if probes != self.probes {
+            // Validated as the start-up configuration was; a finding that does not validate
+            // (it cannot, as discovery writes the URLs itself) keeps the probes as they are.
+            match raw.validate() {
+                Ok(config) => {
+                    self.probes = probes;
+                    let _ = to.probes.send(config.probes);
+                }
+                Err(e) => tracing::warn!("discovery found a configuration that is not valid: {e}"),
+            }
+        }
+    }
+}
+
+fn probe_keys(raw: &RawConfig) -> (Option<String>, Option<String>, Option<String>) {
+    (
+        raw.process_match.clone(),
+        raw.server_health_url.clone(),
+        raw.server_metrics_url.clone(),
+    )
+}
