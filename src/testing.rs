@@ -11,3 +11,30 @@ pub fn numbers(seed: u64) -> impl FnMut(usize) -> usize {
         (state >> 33) as usize % n
     }
 }
+
+/// Checks that the part of the page at `path` (under the repository) between `begin` and `end`
+/// is `generated`, naming the first line that differs and `how` to regenerate it; with
+/// `PULSE_WRITE_DOCS` set, writes it instead.
+pub fn generated_section(path: &str, begin: &str, end: &str, generated: &str, how: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let page = std::fs::read_to_string(&path).unwrap();
+    let (before, rest) = page.split_once(begin).expect("the begin marker");
+    let (table, after) = rest.split_once(end).expect("the end marker");
+    if table != generated && std::env::var_os("PULSE_WRITE_DOCS").is_some() {
+        std::fs::write(&path, format!("{before}{begin}{generated}{end}{after}")).unwrap();
+        return;
+    }
+    let differs = generated
+        .lines()
+        .zip(table.lines())
+        .find(|(a, b)| a != b)
+        .map_or_else(
+            || "a row more or less".to_owned(),
+            |(a, b)| format!("generated: {a}\npage:      {b}"),
+        );
+    assert!(
+        table == generated,
+        "{} differs from what the code generates ({differs}): run {how}",
+        path.display()
+    );
+}

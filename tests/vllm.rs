@@ -26,6 +26,32 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The sidecar on the run folder, with nothing else but `config` and no GPUs.
+fn watching(run: &Path, config: &Path) -> Sidecar {
+    Sidecar::run(&[
+        "--run-dir",
+        path_str(run),
+        "--config",
+        path_str(config),
+        "--gpu",
+        "off",
+    ])
+}
+
+/// The tests' tiny random model, made at `model` by the peer's `tiny_model.py`.
+fn tiny_model(python: &Path, model: &Path) {
+    let made = Command::new(python)
+        .arg(Path::new(PEERS).join("tiny_model.py"))
+        .arg(model)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+}
+
 /// The virtualenv `scripts/install-vllm-peer.sh` made.
 fn venv() -> PathBuf {
     let venv = std::env::var_os("PULSE_VLLM_VENV")
@@ -146,16 +172,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
     let run = dir.path().join("run");
     let model = dir.path().join("tiny-model");
     std::fs::create_dir_all(&run).unwrap();
-    let made = Command::new(&python)
-        .arg(Path::new(PEERS).join("tiny_model.py"))
-        .arg(&model)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    tiny_model(&python, &model);
 
     let port = free_port();
     let mut server = start_server(&venv, &model, &run, port);
@@ -200,14 +217,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
         ),
     )
     .unwrap();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        path_str(&run),
-        "--config",
-        path_str(&config),
-        "--gpu",
-        "off",
-    ]);
+    let sidecar = watching(&run, &config);
 
     // Discovery: the server, its log and its EngineCore.
     settle("the server discovered", Duration::from_secs(30), || {
@@ -427,16 +437,7 @@ fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
     let python = venv.join("bin/python");
     let dir = temp_dir();
     let model = dir.path().join("tiny-model");
-    let made = Command::new(&python)
-        .arg(Path::new(PEERS).join("tiny_model.py"))
-        .arg(&model)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    tiny_model(&python, &model);
     for (driver, partitions, output) in [
         (
             "vllm_offline.py",
@@ -460,14 +461,7 @@ fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
              [rules.RunFinished]\nfor = \"2s\"\n",
         )
         .unwrap();
-        let sidecar = Sidecar::run(&[
-            "--run-dir",
-            path_str(&run),
-            "--config",
-            path_str(&config),
-            "--gpu",
-            "off",
-        ]);
+        let sidecar = watching(&run, &config);
         let started = std::time::Instant::now();
         let log = std::fs::OpenOptions::new()
             .append(true)

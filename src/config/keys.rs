@@ -680,30 +680,15 @@ mod tests {
     const BEGIN: &str = "<!-- keys: generated from src/config/keys.rs -->\n";
     const END: &str = "<!-- /keys -->\n";
 
-    /// The page's table is the one the code generates. `PULSE_WRITE_DOCS=1 cargo test
-    /// keys_table` writes it.
+    /// The page's table is the one the code generates.
     #[test]
     fn the_docs_table_is_the_generated_one() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
-        let page = std::fs::read_to_string(path).unwrap();
-        let (before, rest) = page.split_once(BEGIN).expect("the begin marker");
-        let (table, after) = rest.split_once(END).expect("the end marker");
-        let generated = markdown();
-        if table != generated && std::env::var_os("PULSE_WRITE_DOCS").is_some() {
-            std::fs::write(path, format!("{before}{BEGIN}{generated}{END}{after}")).unwrap();
-            return;
-        }
-        let differs = generated
-            .lines()
-            .zip(table.lines())
-            .find(|(a, b)| a != b)
-            .map_or_else(
-                || "a row more or less".to_owned(),
-                |(a, b)| format!("generated: {a}\npage:      {b}"),
-            );
-        assert!(
-            table == generated,
-            "docs/configuration.md's key table differs from src/config/keys.rs ({differs}): run PULSE_WRITE_DOCS=1 cargo test --lib keys"
+        crate::testing::generated_section(
+            "docs/configuration.md",
+            BEGIN,
+            END,
+            &markdown(),
+            "PULSE_WRITE_DOCS=1 cargo test --lib keys",
         );
     }
 

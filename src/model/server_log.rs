@@ -523,21 +523,17 @@ mod tests {
         format!("[{at} {ranks}] Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2}, gen throughput (token/s): {tps:.2}, #queue-req: 5")
     }
 
+    /// SGLang's decode reports at these times, each with 150 requests running.
+    fn busy_reports(stamps: impl Iterator<Item = String>) -> Vec<String> {
+        stamps
+            .map(|at| sglang(&at, "TP0", 150, 9000, 0.4, 900.0))
+            .collect()
+    }
+
     #[test]
     fn a_log_silent_longer_than_its_engine_reports_holds_a_hang() {
         // SGLang reporting every second with 150 running, then nothing.
-        let lines: Vec<String> = (0..6)
-            .map(|i| {
-                sglang(
-                    &format!("2027-01-15 08:00:0{i}"),
-                    "TP0",
-                    150,
-                    9000,
-                    0.4,
-                    900.0,
-                )
-            })
-            .collect();
+        let lines = busy_reports((0..6).map(|i| format!("2027-01-15 08:00:0{i}")));
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let last = 1_800_000_005.0;
         let run = run_of(&lines, last);
@@ -547,34 +543,12 @@ mod tests {
         assert!(run.server_stuck(last + 11.0));
         assert_eq!(run.server_stuck_seconds(last + 11.0), Some(11.0));
         // An engine that reports every 20 s is not hung after 30 s of silence.
-        let slow: Vec<String> = (0..3)
-            .map(|i| {
-                sglang(
-                    &format!("2027-01-15 08:0{i}:00"),
-                    "TP0",
-                    150,
-                    9000,
-                    0.4,
-                    900.0,
-                )
-            })
-            .collect();
+        let slow = busy_reports((0..3).map(|i| format!("2027-01-15 08:0{i}:00")));
         let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
         let run = run_of(&slow, 1_800_000_120.0);
         assert_eq!(run.server_log.silent_after(), DECODE_SILENCE);
         let run = {
-            let twenty: Vec<String> = (0..3)
-                .map(|i| {
-                    sglang(
-                        &format!("2027-01-15 08:00:{:02}", i * 20),
-                        "TP0",
-                        150,
-                        9000,
-                        0.4,
-                        900.0,
-                    )
-                })
-                .collect();
+            let twenty = busy_reports((0..3).map(|i| format!("2027-01-15 08:00:{:02}", i * 20)));
             let twenty: Vec<&str> = twenty.iter().map(String::as_str).collect();
             run_of(&twenty, 1_800_000_040.0)
         };

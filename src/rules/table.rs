@@ -313,18 +313,12 @@ mod tests {
     /// The page's table is the one the code generates.
     #[test]
     fn rules_table_in_the_docs_is_the_generated_one() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/alerts.md");
-        let page = std::fs::read_to_string(path).unwrap();
-        let (before, rest) = page.split_once(BEGIN).expect("the begin marker");
-        let (table, after) = rest.split_once(END).expect("the end marker");
-        let generated = markdown();
-        if table != generated && std::env::var_os("PULSE_WRITE_DOCS").is_some() {
-            std::fs::write(path, format!("{before}{BEGIN}{generated}{END}{after}")).unwrap();
-            return;
-        }
-        assert!(
-            table == generated,
-            "docs/alerts.md's rules table differs from src/rules/table.rs: run PULSE_WRITE_DOCS=1 cargo test --lib rules_table"
+        crate::testing::generated_section(
+            "docs/alerts.md",
+            BEGIN,
+            END,
+            &markdown(),
+            "PULSE_WRITE_DOCS=1 cargo test --lib rules_table",
         );
     }
 }
