@@ -276,3 +276,28 @@ fn pipeline_pulse_stacks_reads_a_pid_on_demand() {
         .unwrap();
     assert_eq!(none.status.code(), Some(2));
 }
+
+/// A process that is not Python (here `sleep`) has no Python stacks: its line says so and
+/// where its threads wait in the kernel.
+#[test]
+fn a_process_that_is_not_python_gets_a_plain_note() {
+    py_spy();
+    let sleeper = Killed(Command::new("sleep").arg("600").spawn().unwrap());
+    let pid = sleeper.0.id().to_string();
+    let mut text = String::new();
+    // Until the child has exec'd `sleep` it is still the test's own copy.
+    wait_for("sleep to run", || {
+        let out = Command::new(env!("CARGO_BIN_EXE_pipeline-pulse"))
+            .args(["stacks", "--pid", &pid])
+            .output()
+            .unwrap();
+        text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("hrtimer_nanosleep") || text.contains("nanosleep")
+    });
+    assert!(
+        text.starts_with(&format!(
+            "process (pid {pid}): no stacks: not a Python process, and py-spy reads only Python stacks; its threads wait in the kernel at "
+        )),
+        "{text}"
+    );
+}

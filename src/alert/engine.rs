@@ -949,4 +949,47 @@ mod tests {
             [("not_configured".to_owned(), 1)]
         );
     }
+
+    /// The stacks' lines go on the firing alerts of a stuck run they were taken during, not
+    /// on others, older firings or resolutions.
+    #[test]
+    fn the_stacks_annotation_goes_where_it_belongs() {
+        use crate::status::{ProcessStacksStatus, StacksStatus};
+        let context = config(None).context;
+        let alert = |name: AlertName, starts_at: f64, resolved: bool| {
+            payload::alert(
+                &crate::rules::Condition::holding(name, Some("B1")),
+                &context,
+                starts_at,
+                starts_at + 240.0,
+                resolved,
+            )
+        };
+        let mut batch = vec![
+            alert(AlertName::Stalled, 100.0, false),
+            alert(AlertName::Stalled, 300.0, false),
+            alert(AlertName::Stalled, 100.0, true),
+            alert(AlertName::GpusIdle, 100.0, false),
+        ];
+        let stacks = StacksStatus {
+            at: 200.0,
+            reason: "Stalled".into(),
+            processes: vec![ProcessStacksStatus {
+                role: "driver".into(),
+                pid: 42,
+                summary: "driver (pid 42): main thread blocked on a lock".into(),
+                note: None,
+            }],
+        };
+        with_stacks(&mut batch, &stacks);
+        let annotated: Vec<bool> = batch
+            .iter()
+            .map(|a| a.annotations.contains_key("stacks"))
+            .collect();
+        assert_eq!(annotated, [true, false, false, false]);
+        assert_eq!(
+            batch[0].annotations["stacks"],
+            "driver (pid 42): main thread blocked on a lock"
+        );
+    }
 }
