@@ -68,7 +68,6 @@ pub fn run_until(
     mut first_read: FirstRead,
 ) {
     let mut last_snapshot: Option<Instant> = None;
-    let mut first = true;
     let stopping = || {
         matches!(
             stop.try_recv(),
@@ -77,10 +76,8 @@ pub fn run_until(
     };
     loop {
         source.poll_unless(&stopping);
-        if first {
-            first_read.done();
-            first = false;
-        }
+        // Once: it takes itself out of the counts it was in.
+        first_read.done();
         if last_snapshot.is_none_or(|t| t.elapsed() >= snapshot_every) {
             source.save_snapshot();
             last_snapshot = Some(Instant::now());

@@ -643,8 +643,6 @@ impl Senders {
     }
 }
 
-/// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
-/// appears at 1 misses the first notification, so an alert on failed emails would too.
 /// The stacks' summary as the `stacks` annotation of the firing alerts of a stuck run they
 /// were taken during.
 fn with_stacks(batch: &mut [payload::Alert], stacks: &crate::status::StacksStatus) {
@@ -666,6 +664,8 @@ fn with_stacks(batch: &mut [payload::Alert], stacks: &crate::status::StacksStatu
     }
 }
 
+/// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
+/// appears at 1 misses the first notification, so an alert on failed emails would too.
 fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
     let mut channels: Vec<(&str, &[&str])> = Vec::new();
     const DELIVERED: &[&str] = &["sent", "failed", "rejected"];

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 /// The kernel's TCP states (include/net/tcp_states.h) we look at.
-pub const ESTABLISHED: u8 = 0x01;
+const ESTABLISHED: u8 = 0x01;
 const LISTEN: u8 = 0x0A;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,11 +19,30 @@ pub struct Socket {
 
 /// Every TCP socket of this network namespace; an unreadable table is an empty one.
 pub fn read() -> Vec<Socket> {
-    ["/proc/net/tcp", "/proc/net/tcp6"]
+    read_in("/proc/net")
+}
+
+/// Every TCP socket of the network namespace process `pid` lives in (a container's own).
+pub fn read_of(pid: u32) -> Vec<Socket> {
+    read_in(&format!("/proc/{pid}/net"))
+}
+
+fn read_in(dir: &str) -> Vec<Socket> {
+    ["tcp", "tcp6"]
         .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .filter_map(|table| std::fs::read_to_string(format!("{dir}/{table}")).ok())
         .flat_map(|table| parse(&table))
         .collect()
+}
+
+/// The established connections among `from` (a process's socket inodes).
+pub fn established<'a>(
+    sockets: &'a [Socket],
+    from: &'a BTreeSet<u64>,
+) -> impl Iterator<Item = &'a Socket> {
+    sockets
+        .iter()
+        .filter(|s| s.state == ESTABLISHED && from.contains(&s.inode))
 }
 
 /// The rows of one `/proc/net/tcp*` table; a row that does not read exactly is left out.
@@ -87,9 +106,7 @@ pub fn reached(sockets: &[Socket], from: &BTreeSet<u64>) -> BTreeSet<u64> {
         .map(|s| s.local.0)
         .filter(|ip| !ip.is_unspecified())
         .collect();
-    sockets
-        .iter()
-        .filter(|s| s.state == ESTABLISHED && from.contains(&s.inode))
+    established(sockets, from)
         .filter(|c| c.remote.0.is_loopback() || ours.contains(&c.remote.0))
         .flat_map(|c| {
             listening.iter().filter(move |l| {

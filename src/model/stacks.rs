@@ -104,15 +104,6 @@ pub struct Captures {
 }
 
 impl Captures {
-    /// One line per process, for the email's first lines, /status and the annotations.
-    pub fn summary(&self) -> String {
-        self.processes
-            .iter()
-            .map(|p| p.summary.as_str())
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
     /// The driver's verdict and summary, where they were taken at or after `since`: what a
     /// stall that began then waits on, as far as the driver's stacks tell.
     pub fn driver_verdict(&self, since: Seconds) -> Option<(Verdict, &str)> {

@@ -10,6 +10,7 @@
 use super::read::{summarize, verdict};
 use super::targets::Target;
 use super::{Captures, Frame, ProcessStacks, Thread, Verdict, Wait};
+use crate::discover::sockets;
 use crate::model::Seconds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -401,22 +402,12 @@ fn connections(pid: u32) -> Vec<(String, usize)> {
                 .collect()
         })
         .unwrap_or_default();
-    let ours = crate::discover::sockets::inodes(targets.iter().map(PathBuf::as_path));
+    let ours = sockets::inodes(targets.iter().map(PathBuf::as_path));
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for table in ["tcp", "tcp6"] {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
-            continue;
-        };
-        for s in crate::discover::sockets::parse(&text) {
-            if s.state == crate::discover::sockets::ESTABLISHED && ours.contains(&s.inode) {
-                let (ip, port) = s.remote;
-                let to = match ip {
-                    std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-                    v4 => format!("{v4}:{port}"),
-                };
-                *counts.entry(to).or_default() += 1;
-            }
-        }
+    for s in sockets::established(&sockets::read_of(pid), &ours) {
+        *counts
+            .entry(std::net::SocketAddr::from(s.remote).to_string())
+            .or_default() += 1;
     }
     let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
