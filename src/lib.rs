@@ -7,6 +7,7 @@
 pub mod alert;
 pub mod cli;
 pub mod clock;
+pub mod collectors;
 pub mod config;
 pub mod demo;
 pub mod discover;
@@ -27,6 +28,7 @@ pub mod recorder;
 pub mod remote;
 pub mod report;
 pub mod rules;
+pub mod run_id_source;
 pub mod run_identity;
 pub mod sidecar;
 pub mod source;

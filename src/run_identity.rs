@@ -9,7 +9,6 @@ use crate::stable_hash;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// The node's part in its run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,79 +103,58 @@ pub fn role(
 /// (tqdm's `\r` frames count as lines).
 const HEAD: usize = 4096;
 
-/// The run on the wire: its label and a stable id.
-#[derive(Debug)]
+/// The run on the wire: its label, and the logs its id is read from (the run's progress
+/// logs; on a worker, those its run folder holds, which it does not follow). Plain data: the
+/// id is read by [`crate::run_id_source`], as any input is.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunIdentity {
     pub label: RunLabel,
-    /// Where the id is read from: the run's progress logs (on a worker, those its run
-    /// folder holds, which it does not follow).
     pub logs: Vec<PathBuf>,
-    id: OnceLock<String>,
 }
 
 impl RunIdentity {
     pub fn new(label: RunLabel, logs: Vec<PathBuf>) -> RunIdentity {
-        RunIdentity {
-            label,
-            logs,
-            id: OnceLock::new(),
-        }
+        RunIdentity { label, logs }
     }
 
-    /// The id, if [`RunIdentity::id`] has read it: for callers that must not do I/O.
-    pub fn known_id(&self) -> Option<String> {
-        self.id.get().cloned()
-    }
-
-    /// The id as known now, without I/O (a scrape must never wait on a file system): the name's
-    /// alone until [`RunIdentity::id`] has read the log.
-    pub fn current_id(&self) -> String {
-        self.known_id().unwrap_or_else(|| short(self.named()))
-    }
-
-    /// Reads the id on a thread of its own, again every few seconds until the log has a first
-    /// line: the log can be on a mount that hangs, and that thread is all it holds up.
-    pub fn resolve_in_background(self: &std::sync::Arc<Self>) {
-        let identity = std::sync::Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("run-id".into())
-            .spawn(move || {
-                while identity.known_id().is_none() {
-                    identity.id();
-                    if identity.known_id().is_none() {
-                        std::thread::sleep(std::time::Duration::from_secs(5));
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start a thread to read the run's id: {e}; the name's stands");
-        }
+    /// The id before any log has a whole first line: the name's alone.
+    pub fn named_id(&self) -> String {
+        named_id(&self.label.run)
     }
 
     fn named(&self) -> u64 {
-        stable_hash::extend(stable_hash::EMPTY, self.label.run.bytes())
+        named(&self.label.run)
+    }
+
+    /// The first log's inode and first line, once one has a whole first line.
+    pub fn head(&self) -> Option<(u64, Vec<u8>)> {
+        let mut sorted = self.logs.clone();
+        sorted.sort();
+        sorted.iter().find_map(|log| log_identity(log))
     }
 
     /// The run's id: its name hashed with the first progress log's inode and first line, so
     /// the same across restarts of the sidecar and on every node that sees the run folder
     /// (a shared file system gives them all the same inode), and new for the next run in the
-    /// same folder (a new log file). Until a log has a whole first line, the name's alone; it
-    /// is read once and then kept.
-    pub fn id(&self) -> String {
-        if let Some(id) = self.id.get() {
-            return id.clone();
-        }
-        let named = self.named();
-        let mut sorted = self.logs.clone();
-        sorted.sort();
-        match sorted.iter().find_map(|log| log_identity(log)) {
-            Some((ino, head)) => {
-                let h = stable_hash::extend(named, ino.to_le_bytes().into_iter().chain(head));
-                self.id.get_or_init(|| short(h)).clone()
-            }
-            None => short(named),
-        }
+    /// same folder (a new log file, or the same one rewritten with other first lines). Until a
+    /// log has a whole first line, the name's alone (`None`).
+    pub fn id(&self) -> Option<String> {
+        self.head().map(|head| self.id_of(&head))
     }
+
+    pub fn id_of(&self, (ino, head): &(u64, Vec<u8>)) -> String {
+        let bytes = ino.to_le_bytes().into_iter().chain(head.iter().copied());
+        short(stable_hash::extend(self.named(), bytes))
+    }
+}
+
+/// The id of the run `name` before its log has a whole first line.
+pub fn named_id(name: &str) -> String {
+    short(named(name))
+}
+
+fn named(name: &str) -> u64 {
+    stable_hash::extend(stable_hash::EMPTY, name.bytes())
 }
 
 fn short(h: u64) -> String {
@@ -258,37 +236,41 @@ mod tests {
         let fifo = dir.path().join("progress.log");
         let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-        let identity = identity("a", std::slice::from_ref(&fifo));
-        assert_eq!(identity.id(), identity.current_id(), "the name's alone");
-        assert_eq!(identity.known_id(), None);
+        assert_eq!(
+            identity("a", std::slice::from_ref(&fifo)).id(),
+            None,
+            "the name's alone"
+        );
     }
 
     #[test]
     fn the_id_is_the_same_for_the_same_log_and_new_for_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("progress.log");
-        let before = identity("a", std::slice::from_ref(&log)).id();
-        assert_eq!(before, identity("a", &[]).id(), "no log yet: the name's");
+        let before = identity("a", std::slice::from_ref(&log));
+        assert_eq!(before.id(), None, "no log yet: the name's");
+        assert_eq!(before.named_id(), identity("a", &[]).named_id());
         std::fs::write(&log, "Model: m").unwrap();
-        assert_eq!(identity("a", std::slice::from_ref(&log)).id(), before);
+        assert_eq!(before.id(), None, "no whole first line yet");
         std::fs::write(&log, "Model: m\n 3/10").unwrap();
-        let first = identity("a", std::slice::from_ref(&log));
-        let id = first.id();
-        assert_ne!(id, before, "a whole first line identifies the log");
+        let id = before.id().expect("a whole first line identifies the log");
+        assert_ne!(id, before.named_id());
         assert_eq!(id.len(), 12);
         std::fs::write(&log, "Model: m\n 9/10\n").unwrap();
         assert_eq!(
-            identity("a", std::slice::from_ref(&log)).id(),
-            id,
-            "a restart of the sidecar, the log grown"
+            before.id().as_ref(),
+            Some(&id),
+            "the log grown: the same run"
         );
-        assert_ne!(identity("b", std::slice::from_ref(&log)).id(), id);
+        assert_ne!(
+            identity("b", std::slice::from_ref(&log)).id().as_ref(),
+            Some(&id)
+        );
         // The next run: a new file where the old one was.
         let other = dir.path().join("keep");
         std::fs::write(&other, "").unwrap();
         std::fs::remove_file(&log).unwrap();
         std::fs::write(&log, "Model: m2\n").unwrap();
-        assert_ne!(identity("a", std::slice::from_ref(&log)).id(), id);
-        assert_eq!(first.id(), id, "an id once read is kept");
+        assert_ne!(before.id().as_ref(), Some(&id));
     }
 }

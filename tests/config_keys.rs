@@ -56,7 +56,7 @@ fn keys_of(cell: &str) -> Vec<String> {
 }
 
 fn flags_in(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
         .filter(|w| w.starts_with("--") && w.len() > 2)
         .map(|w| w.trim_end_matches('.').to_owned())
         .collect()

@@ -186,3 +186,89 @@ fn a_loop_is_found_and_comments_do_not_count() {
     edges.get_mut("rules").unwrap().clear();
     assert_eq!(loop_through(&edges, "alert"), None);
 }
+
+/// The top layer: the configuration and the command line, and the wiring that takes a
+/// configuration (the sidecar, the demo) or a command line (the remote clients). The layers
+/// below take plain values from it and import none of it.
+const TOP: [&str; 5] = ["config", "cli", "sidecar", "demo", "remote"];
+
+#[test]
+fn nothing_below_the_top_layer_imports_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    let reaching_up: Vec<String> = edges
+        .iter()
+        .filter(|(module, _)| !TOP.contains(&module.as_str()))
+        .flat_map(|(module, used)| {
+            used.iter()
+                .filter(|(u, _)| TOP.contains(&u.as_str()))
+                .map(move |(u, files)| format!("{module} → {u} ({files:?})"))
+        })
+        .collect();
+    assert!(
+        reaching_up.is_empty(),
+        "modules below the top layer that import it:\n{}",
+        reaching_up.join("\n")
+    );
+    assert!(
+        edges["sidecar"].contains_key("config"),
+        "the sidecar takes its configuration: {:?}",
+        edges["sidecar"]
+    );
+}
+
+/// Each module's floor: one above the highest floor it imports (0 for one that imports
+/// nothing of the crate). Only meaningful without loops, which the test above rules out.
+fn floors(edges: &Edges, modules: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    fn floor(m: &str, edges: &Edges, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(f) = memo.get(m) {
+            return *f;
+        }
+        memo.insert(m.to_owned(), 0);
+        let f = edges
+            .get(m)
+            .into_iter()
+            .flat_map(|e| e.keys())
+            .map(|u| floor(u, edges, memo) + 1)
+            .max()
+            .unwrap_or(0);
+        memo.insert(m.to_owned(), f);
+        f
+    }
+    let mut memo = BTreeMap::new();
+    for m in modules {
+        floor(m, edges, &mut memo);
+    }
+    memo
+}
+
+/// `docs/architecture.md`'s picture of the floors is the code's.
+#[test]
+fn the_architecture_docs_picture_of_the_layers_is_the_codes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let modules: BTreeSet<String> = modules(&src).into_keys().collect();
+    let floors = floors(&module_edges(&src), &modules);
+    let top = floors.values().copied().max().unwrap();
+    let picture: String = (0..=top)
+        .rev()
+        .map(|f| {
+            let on: Vec<&str> = floors
+                .iter()
+                .filter(|(_, at)| **at == f)
+                .map(|(m, _)| m.as_str())
+                .collect();
+            format!("{f}: {}\n", on.join(", "))
+        })
+        .collect();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let drawn = doc
+        .split_once("<!-- layers: checked by tests/layout.rs -->\n```\n")
+        .and_then(|(_, rest)| rest.split_once("```\n<!-- /layers -->"))
+        .map(|(block, _)| block)
+        .expect("docs/architecture.md has the layers picture");
+    assert_eq!(
+        drawn, picture,
+        "docs/architecture.md's layers differ from the code's"
+    );
+}

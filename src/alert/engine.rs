@@ -49,6 +49,9 @@ struct Saved {
     /// When the firing alerts were last pushed to the Alertmanagers.
     #[serde(default)]
     alertmanager_pushed_at: f64,
+    /// The run the lifecycle's notices were told for ([`Run::runs_started`]).
+    #[serde(default)]
+    runs_started: u64,
 }
 
 /// One evaluation's notifications and the status they are told with, before they are queued.
@@ -170,6 +173,11 @@ impl Engine {
     fn decide(&mut self, now: f64) -> Round {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
         run.alert_rounds.evaluated += 1;
+        if run.runs_started != self.saved.runs_started {
+            // A new run in the log's place: its partitions and its end are told anew.
+            self.saved.lifecycle.forget_notices();
+            self.saved.runs_started = run.runs_started;
+        }
         self.saved.history.record(&run, now);
         let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
         let notifications = self.saved.lifecycle.step(

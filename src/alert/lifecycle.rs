@@ -70,6 +70,11 @@ fn rearms(key: &str) -> bool {
 }
 
 impl Lifecycle {
+    /// Forgets which notices were told: a new run tells its own (`RunFinished` once more).
+    pub fn forget_notices(&mut self) {
+        self.notices_sent.clear();
+    }
+
     /// Takes this evaluation's conditions; returns what to notify, all of which belong in one
     /// email. `repeat` is the reminder interval in seconds.
     pub fn step(

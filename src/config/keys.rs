@@ -7,6 +7,7 @@
 use super::alerts::RawRule;
 use super::channels::RawWebhook;
 use super::{ConfigError, FileWatch, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
+use crate::collectors::Collector;
 use crate::parse::envelope::Envelope;
 use crate::parse::Format;
 use crate::run_identity::Role;
@@ -30,6 +31,8 @@ pub enum Kind {
     /// Free text; the value name (`URL`, `ADDR`, `TEXT`).
     Text(&'static str),
     Choice(&'static [&'static str]),
+    /// A table of switches, one per name (`[collectors] gpu = false`).
+    Switches(&'static [&'static str]),
     /// An array of tables or a table of tables: its header as written (`[[logs]]`), and the
     /// field a flag's value fills in a new table (`--log PATH` is `[[logs]] path = PATH`).
     Tables(&'static str, Option<&'static str>),
@@ -47,6 +50,9 @@ pub enum Flag {
     Repeat(&'static str),
     /// A field of a table key, set on every one of its tables (`--log-format`).
     EveryTable(&'static str),
+    /// For a table of switches, `--PREFIX.NAME` and `--no-PREFIX.NAME` per name, as the
+    /// exporter toolkit's `--collector.NAME` and `--no-collector.NAME`.
+    OnOff(&'static str),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +171,8 @@ keys! {
     listen: Option<Listen> = Key { flag: Flag::Repeat("web.listen-address"), alias: Some("listen"), default: DefaultValue::Value("0.0.0.0:9721"), rule: "port 1–65535, or 0 for any free port (tests); each address once", ..text("ADDR", "address to serve /metrics on, or a list of them: every one is served") },
     systemd_socket: Option<bool> = Key { flag: Flag::Switch("web.systemd-socket"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "serve on the sockets systemd passes (socket activation, `LISTEN_FDS`) instead of `listen`'s addresses (deploy/systemd/pipeline-pulse.socket)") },
     telemetry_path: Option<String> = Key { flag: Flag::Value("web.telemetry-path"), default: DefaultValue::Value("/metrics"), rule: "starts with `/`; not `/`, `/status`, `/api/…` or `/-/…`", ..text("PATH", "the path the metrics are served on") },
+    collectors: BTreeMap<String, bool> = Key { flag: Flag::OnOff("collector"), default: DefaultValue::Derived("every one on"), rule: "each a collector's name (metrics.md#collectors)", ..key(Kind::Switches(Collector::NAMES), "which collectors run: `NAME = false` switches one off (no thread, no read, its families absent), `NAME = true` on") },
+    collectors_disable_defaults: Option<bool> = Key { flag: Flag::Switch("collector.disable-defaults"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "every collector off but those `collectors` switches on") },
     disable_exporter_metrics: Option<bool> = Key { flag: Flag::Switch("web.disable-exporter-metrics"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "leave out the sidecar's own `process_*` families and its HTTP server's (`pulse_http_*`, `pulse_web_config_*`)") },
     poll_interval: Option<String> = Key { flag: Flag::Value("poll-interval"), ..duration("250ms", 10, MINUTE, "how often the inputs are checked for new bytes (`stat`, no inotify: works on NFS)") },
     max_line_bytes: Option<usize> = Key { default: DefaultValue::Value("1048576"), ..key(Kind::Count(256, 1 << 30, "bytes"), "longer lines are dropped and counted in `pulse_tail_oversized_lines_total`") },
@@ -290,7 +298,25 @@ impl Key {
         match self.flag {
             Flag::None => None,
             Flag::Value(l) | Flag::Switch(l) | Flag::Repeat(l) | Flag::EveryTable(l) => Some(l),
+            Flag::OnOff(_) => None,
         }
+    }
+
+    /// The flags of a table of switches, as (switch's name, on, flag): `--collector.gpu` and
+    /// `--no-collector.gpu`.
+    fn switch_flags(&self) -> Vec<(&'static str, bool, String)> {
+        let (Flag::OnOff(prefix), Kind::Switches(names)) = (self.flag, self.kind) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .flat_map(|n| {
+                [
+                    (*n, true, format!("{prefix}.{n}")),
+                    (*n, false, format!("no-{prefix}.{n}")),
+                ]
+            })
+            .collect()
     }
 
     /// The key's value (or its default) as a duration within its range.
@@ -347,6 +373,13 @@ impl Key {
                     ConfigError::invalid(self.path(), format!("{text:?} is not a number"))
                 }),
             Kind::Bool => Ok(toml::Value::Boolean(true)),
+            Kind::Switches(_) => {
+                let (name, on) = text.split_once('=').unwrap_or((text, "true"));
+                Ok(toml::Value::Table(toml::Table::from_iter([(
+                    name.to_owned(),
+                    toml::Value::Boolean(on == "true"),
+                )])))
+            }
             _ => Ok(toml::Value::String(text.to_owned())),
         }
     }
@@ -375,6 +408,34 @@ impl Key {
         help
     }
 
+    fn args(&self) -> Vec<clap::Arg> {
+        let switches = self.switch_flags();
+        if !switches.is_empty() {
+            return switches
+                .iter()
+                .map(|(name, on, flag)| {
+                    let other = self
+                        .switch_flags()
+                        .into_iter()
+                        .find(|(n, o, _)| n == name && o != on)
+                        .map(|(_, _, f)| f)
+                        .expect("each switch has both flags");
+                    let said = if *on { "switch on" } else { "switch off" };
+                    let doc = Collector::from_name(name).map_or("", Collector::doc);
+                    // clap takes `'static` names; these are made once, when the command is.
+                    let (flag, other): (&'static str, &'static str) =
+                        (flag.clone().leak(), other.leak());
+                    clap::Arg::new(flag)
+                        .long(flag)
+                        .action(clap::ArgAction::SetTrue)
+                        .conflicts_with(other)
+                        .help(format!("{} the {name} collector: {doc}", capitalized(said)))
+                })
+                .collect();
+        }
+        self.arg().into_iter().collect()
+    }
+
     fn arg(&self) -> Option<clap::Arg> {
         let long = self.long()?;
         let value_name = match self.kind {
@@ -387,7 +448,7 @@ impl Key {
                 "outputs" => "GLOB",
                 _ => "PATH",
             },
-            Kind::Bool => "",
+            Kind::Bool | Kind::Switches(_) => "",
         };
         let arg = clap::Arg::new(long).long(long).help(self.help());
         let arg = match self.alias {
@@ -408,6 +469,18 @@ impl Key {
             .map(|v| self.value(v))
             .collect::<Result<Vec<_>, _>>()?;
         match (self.flag, self.kind) {
+            (Flag::OnOff(_), _) => {
+                let switches = table
+                    .entry(self.name.to_owned())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(switches) = switches {
+                    for value in values {
+                        if let toml::Value::Table(one) = value {
+                            switches.extend(one);
+                        }
+                    }
+                }
+            }
             (Flag::EveryTable(_), _) => {
                 let parent = self
                     .table
@@ -523,6 +596,21 @@ impl clap::FromArgMatches for KeyFlags {
 
     fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
         for key in flagged() {
+            if let Flag::OnOff(_) = key.flag {
+                let values: Vec<String> = key
+                    .switch_flags()
+                    .into_iter()
+                    .filter(|(_, _, flag)| {
+                        matches.try_get_one::<bool>(flag).ok().flatten() == Some(&true)
+                    })
+                    .map(|(name, on, _)| format!("{name}={on}"))
+                    .collect();
+                if !values.is_empty() {
+                    self.given.retain(|(k, _)| k.path() != key.path());
+                    self.given.push((key, values));
+                }
+                continue;
+            }
             let id = key.long().expect("a flagged key has a flag");
             let values: Vec<String> = match key.flag {
                 Flag::Switch(_) if matches.get_flag(id) => vec!["true".to_owned()],
@@ -542,7 +630,7 @@ impl clap::FromArgMatches for KeyFlags {
 impl clap::Args for KeyFlags {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         flagged()
-            .filter_map(Key::arg)
+            .flat_map(Key::args)
             .fold(cmd, |cmd, arg| cmd.arg(arg))
     }
 
@@ -630,10 +718,19 @@ pub fn markdown() -> String {
             (Some(table), _) => format!("`{}` `{}`", header(table), key.name),
             (None, Kind::Tables(_, None)) => continue,
             (None, Kind::Tables(header, Some(field))) => format!("`{header}` `{field}`"),
+            (None, Kind::Switches(_)) => format!("`[{}]`", key.name),
             (None, _) => format!("`{}`", key.name),
         };
         if let Some(long) = key.long() {
             cell.push_str(&format!(" / `--{long}`"));
+        }
+        let switches: Vec<String> = key
+            .switch_flags()
+            .iter()
+            .map(|(_, _, flag)| format!("`--{flag}`"))
+            .collect();
+        if !switches.is_empty() {
+            cell.push_str(&format!(" / {}", switches.join(", ")));
         }
         if let Some(alias) = key.alias {
             cell.push_str(&format!(" (`--{alias}`)"));
@@ -646,7 +743,7 @@ pub fn markdown() -> String {
         let mut range: Vec<String> = match key.kind {
             Kind::Duration(span) => vec![format!("{}–{}", short(span.min), short(span.max))],
             Kind::Count(min, max, _) if key.rule.is_empty() => vec![format!("{min}–{max}")],
-            Kind::Choice(values) => vec![values
+            Kind::Choice(values) | Kind::Switches(values) => vec![values
                 .iter()
                 .map(|v| format!("`{v}`"))
                 .collect::<Vec<_>>()
@@ -788,6 +885,25 @@ mod tests {
                 (PathBuf::from("a.log"), Format::Tqdm),
                 (PathBuf::from("b.log"), Format::Tqdm)
             ]
+        );
+    }
+
+    /// `--collector.X` and `--no-collector.X` switch single collectors in the file's table.
+    #[test]
+    fn collector_flags_are_laid_over_the_files_switches() {
+        let mut raw: RawConfig =
+            toml::from_str("[collectors]\ngpu = false\nhistory = false\n").unwrap();
+        let mut flags = KeyFlags::default();
+        flags.set(&key::collectors, &["gpu=true", "log=false"]);
+        flags.lay_over(&mut raw).unwrap();
+        let switches: Vec<_> = raw
+            .collectors
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            switches,
+            [("gpu", true), ("history", false), ("log", false)]
         );
     }
 

@@ -5,6 +5,7 @@
 //! the merge means an error names the key whichever way the value came in.
 
 use crate::alert::settings::AlertConfig;
+use crate::collectors::{Collector, Collectors};
 use crate::http_client::Url;
 use crate::model::Discovered;
 use crate::parse::envelope::Envelope;
@@ -13,19 +14,19 @@ use crate::paths::normalize;
 use crate::probe::process::ProcessTarget;
 use crate::probe::ProbeConfig;
 use crate::run_identity::{self, RunIdentity, RunLabel};
+use crate::web::WebConfig;
 use serde::{Deserialize, Serialize};
 
 mod alerts;
 mod channels;
 pub mod discovered;
 pub mod keys;
-mod pointers;
 mod unique;
 
 pub use crate::log_source::LogConfig;
+pub use crate::outputs::{FileWatch, OutputConfig, OutputLimits, Pointers};
 pub use alerts::{RawRule, Threshold};
 pub use keys::{key, RawConfig};
-pub use pointers::Pointers;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,19 +43,6 @@ pub enum GpuMode {
     Off,
     /// Eight made-up GPUs named `simulated`, for demos and tests.
     Simulated,
-}
-
-/// How changes to output and input files are noticed (`docs/configuration.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileWatch {
-    /// inotify where the kernel reports changes; polling on network, FUSE and overlay mounts.
-    #[default]
-    Auto,
-    /// inotify everywhere it is accepted.
-    Inotify,
-    /// `stat` every poll, as on a file system that reports nothing.
-    Poll,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +133,15 @@ pub struct RawLog {
     pub unit_divisor: Option<u32>,
 }
 
+/// The inputs of a configuration, typed: what the sources follow and the probes ask.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    pub logs: Vec<LogConfig>,
+    pub outputs: Vec<OutputConfig>,
+    pub inputs: Vec<String>,
+    pub probes: ProbeConfig,
+}
+
 /// The validated configuration the sidecar runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -154,8 +151,8 @@ pub struct Config {
     pub systemd_socket: bool,
     /// Where the metrics are served (`/metrics`).
     pub telemetry_path: String,
-    /// The sidecar's own `process_*` and HTTP server families are exported.
-    pub exporter_metrics: bool,
+    /// The collectors switched on; the inputs of those off are already left out below.
+    pub collectors: Collectors,
     pub state_dir: Option<PathBuf>,
     pub poll_interval: Duration,
     pub max_line_bytes: usize,
@@ -163,17 +160,12 @@ pub struct Config {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
     /// TLS and auth from the web config file; `None` serves plain HTTP to anyone.
-    pub web: Option<WebServing>,
+    pub web: Option<WebConfig>,
     /// The history's resolution and span, in seconds.
     pub history: (f64, f64),
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
-    pub max_record_bytes: usize,
-    /// Distinct record ids remembered on this node, over every partition.
-    pub identity_cap: usize,
-    /// Output and input files holding a descriptor at once.
-    pub max_open_files: usize,
-    pub file_watch: FileWatch,
+    pub output_limits: OutputLimits,
     /// The deadline, budgets and price the run is held to.
     pub plan: crate::model::Plan,
     pub logs: Vec<LogConfig>,
@@ -190,36 +182,11 @@ pub struct Config {
     pub heartbeat: Option<crate::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
     /// The run this node belongs to; `None` where it has none (a node with only GPUs).
-    pub run: Option<std::sync::Arc<crate::run_identity::RunIdentity>>,
+    pub run: Option<RunIdentity>,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
     pub discovered: Option<(RawConfig, Discovered)>,
     /// The file and flags as given, for printing the effective configuration.
     source: RawConfig,
-}
-
-/// The web config, loaded once at start-up (a bad one is a config error) and then watched.
-#[derive(Clone)]
-pub struct WebServing {
-    pub watched: std::sync::Arc<crate::web::Watched>,
-    pub health_without_auth: bool,
-}
-
-impl std::fmt::Debug for WebServing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebServing")
-            .field("path", &self.watched.path())
-            .field("health_without_auth", &self.health_without_auth)
-            .finish()
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct OutputConfig {
-    pub glob: String,
-    pub partition: Option<String>,
-    pub inspect: bool,
-    pub pointers: Pointers,
-    pub required: Vec<String>,
 }
 
 impl RawConfig {
@@ -252,6 +219,86 @@ impl RawConfig {
             key::snapshot_interval.duration(self.snapshot_interval.as_deref())?;
         let max_line_bytes = key::max_line_bytes.count(self.max_line_bytes)?;
         let max_record_bytes = key::max_record_bytes.count(self.max_record_bytes)?;
+        let gpu_interval = key::gpu_interval.duration(self.gpu_interval.as_deref())?;
+        let gpu_timeout = key::gpu_timeout.duration(self.gpu_timeout.as_deref())?;
+        let probe_interval = key::probe_interval.duration(self.probe_interval.as_deref())?;
+        unique::check(self)?;
+        let discover_interval =
+            key::discover_interval.duration(self.discover_interval.as_deref())?;
+        // `web.disable-exporter-metrics` is the toolkit's spelling of the exporter's switch.
+        let collectors = self.collectors()?;
+        let collectors = collectors.with(
+            Collector::Exporter,
+            collectors.on(Collector::Exporter) && !self.disable_exporter_metrics.unwrap_or(false),
+        );
+        let Inputs {
+            logs,
+            outputs,
+            inputs,
+            probes,
+        } = self.inputs(collectors)?;
+        let gpu = match (self.gpu.unwrap_or_default(), collectors.on(Collector::Gpu)) {
+            (GpuMode::On, false) => {
+                return Err(ConfigError::invalid(
+                    "collectors.gpu",
+                    "the gpu collector is off, but gpu = \"on\" asks for NVML or failure",
+                ))
+            }
+            (mode, true) => mode,
+            (_, false) => GpuMode::Off,
+        };
+        let run = self.run_label();
+        let alerts = self.alerts(run.clone())?;
+        let web = self.web()?;
+        let heartbeat = self.heartbeat()?;
+        let history = self.history()?;
+        Ok(Config {
+            history,
+            heartbeat,
+            listen,
+            systemd_socket: self.systemd_socket.unwrap_or(false),
+            telemetry_path: self.telemetry_path()?,
+            collectors,
+            web,
+            state_dir: self.state_dir.clone(),
+            poll_interval,
+            max_line_bytes,
+            header_read_timeout,
+            max_connections: key::max_connections.count(self.max_connections)?,
+            snapshot_interval,
+            output_limits: OutputLimits {
+                max_record_bytes,
+                identity_cap: key::identity_cap.count(self.identity_cap)?,
+                max_open_files: key::max_open_files.count(self.max_open_files)?,
+                file_watch: self.file_watch.unwrap_or_default(),
+            },
+            plan: self.plan()?,
+            logs,
+            outputs,
+            inputs,
+            gpu,
+            gpu_interval,
+            gpu_processes: self.gpu_processes.unwrap_or(false),
+            gpu_timeout,
+            nvml_library: self.nvml_library.clone(),
+            probes,
+            probe_interval,
+            alerts,
+            discover_interval,
+            run: run.map(|label| {
+                let logs = self.logs.iter().map(|l| l.path.clone()).collect();
+                RunIdentity::new(label, logs)
+            }),
+            discovered: None,
+            source: self.clone(),
+        })
+    }
+
+    /// What the sidecar follows and probes, typed, for the collectors switched on: a
+    /// collector switched off reads nothing, so its inputs are left out here. Start-up takes
+    /// it with the rest of the configuration; discovery takes it alone for what a later scan
+    /// finds (config/discovered.rs), without validating the whole configuration again.
+    pub fn inputs(&self, collectors: Collectors) -> Result<Inputs, ConfigError> {
         let mut logs = self
             .logs
             .iter()
@@ -293,56 +340,32 @@ impl RawConfig {
         for (i, glob) in self.inputs.iter().enumerate() {
             check_glob(&format!("inputs[{i}]"), glob)?;
         }
-        let gpu_interval = key::gpu_interval.duration(self.gpu_interval.as_deref())?;
-        let gpu_timeout = key::gpu_timeout.duration(self.gpu_timeout.as_deref())?;
-        let probe_interval = key::probe_interval.duration(self.probe_interval.as_deref())?;
         let probe_timeout = key::probe_timeout.duration(self.probe_timeout.as_deref())?;
-        unique::check(self)?;
-        let discover_interval =
-            key::discover_interval.duration(self.discover_interval.as_deref())?;
-        let probes = self.probes(probe_timeout)?;
-        let run = self.run_label();
-        let alerts = self.alerts(run.clone())?;
-        let web = self.web()?;
-        let heartbeat = self.heartbeat()?;
-        let history = self.history()?;
-        Ok(Config {
-            history,
-            heartbeat,
-            listen,
-            systemd_socket: self.systemd_socket.unwrap_or(false),
-            telemetry_path: self.telemetry_path()?,
-            exporter_metrics: !self.disable_exporter_metrics.unwrap_or(false),
-            web,
-            state_dir: self.state_dir.clone(),
-            poll_interval,
-            max_line_bytes,
-            header_read_timeout,
-            max_connections: key::max_connections.count(self.max_connections)?,
-            snapshot_interval,
-            max_record_bytes,
-            identity_cap: key::identity_cap.count(self.identity_cap)?,
-            max_open_files: key::max_open_files.count(self.max_open_files)?,
-            file_watch: self.file_watch.unwrap_or_default(),
-            plan: self.plan()?,
+        let mut probes = self.probes(probe_timeout)?;
+        // A collector switched off reads nothing: its inputs are not followed at all.
+        if !collectors.on(Collector::Process) {
+            probes.process = None;
+        }
+        if !collectors.on(Collector::Server) {
+            probes.health_url = None;
+            probes.metrics_url = None;
+        }
+        logs.retain(|l| {
+            collectors.on(if l.server {
+                Collector::Server
+            } else {
+                Collector::Log
+            })
+        });
+        let (outputs, inputs) = match collectors.on(Collector::Outputs) {
+            true => (outputs, self.inputs.clone()),
+            false => (Vec::new(), Vec::new()),
+        };
+        Ok(Inputs {
             logs,
             outputs,
-            inputs: self.inputs.clone(),
-            gpu: self.gpu.unwrap_or_default(),
-            gpu_interval,
-            gpu_processes: self.gpu_processes.unwrap_or(false),
-            gpu_timeout,
-            nvml_library: self.nvml_library.clone(),
+            inputs,
             probes,
-            probe_interval,
-            alerts,
-            discover_interval,
-            run: run.map(|label| {
-                let logs = self.logs.iter().map(|l| l.path.clone()).collect();
-                std::sync::Arc::new(RunIdentity::new(label, logs))
-            }),
-            discovered: None,
-            source: self.clone(),
         })
     }
 
@@ -423,6 +446,27 @@ impl RawConfig {
         })
     }
 
+    /// The collectors switched on: every one, or none with `collectors_disable_defaults`,
+    /// then `collectors`' switches.
+    fn collectors(&self) -> Result<Collectors, ConfigError> {
+        let start = match self.collectors_disable_defaults.unwrap_or(false) {
+            true => Collectors::none(),
+            false => Collectors::all(),
+        };
+        self.collectors
+            .iter()
+            .try_fold(start, |set, (name, on)| match Collector::from_name(name) {
+                Some(c) => Ok(set.with(c, *on)),
+                None => Err(ConfigError::invalid(
+                    format!("collectors.{name}"),
+                    format!(
+                        "no such collector; the collectors are {}",
+                        Collector::NAMES.join(", ")
+                    ),
+                )),
+            })
+    }
+
     fn history(&self) -> Result<(f64, f64), ConfigError> {
         let resolution = key::history_resolution
             .duration(self.history_resolution.as_deref())?
@@ -444,7 +488,7 @@ impl RawConfig {
         Ok((resolution, span))
     }
 
-    fn web(&self) -> Result<Option<WebServing>, ConfigError> {
+    fn web(&self) -> Result<Option<WebConfig>, ConfigError> {
         let Some(path) = &self.web_config_file else {
             if self.health_without_auth.is_some() {
                 return Err(ConfigError::invalid(
@@ -456,8 +500,9 @@ impl RawConfig {
         };
         let active = crate::web::load(path)
             .map_err(|e| ConfigError::invalid("web_config_file", e.to_string()))?;
-        Ok(Some(WebServing {
-            watched: std::sync::Arc::new(crate::web::Watched::new(path, active)),
+        Ok(Some(WebConfig {
+            path: path.clone(),
+            loaded: std::sync::Arc::new(active),
             health_without_auth: self.health_without_auth.unwrap_or(false),
         }))
     }
@@ -672,19 +717,6 @@ fn check_glob(key: &str, glob: &str) -> Result<(), ConfigError> {
     glob::Pattern::new(glob)
         .map(|_| ())
         .map_err(|e| ConfigError::invalid(key, format!("{glob:?} is not a valid glob: {e}")))
-}
-
-impl OutputConfig {
-    /// Every record of the files `glob` matches, inspected with the default pointers.
-    pub fn new(glob: String) -> OutputConfig {
-        OutputConfig {
-            glob,
-            partition: None,
-            inspect: true,
-            pointers: Pointers::default(),
-            required: Vec::new(),
-        }
-    }
 }
 
 impl Config {

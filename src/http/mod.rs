@@ -1,7 +1,6 @@
 //! The HTTP server: `/metrics` for Prometheus, `/` for people, `/-/healthy` and `/-/ready` for
 //! orchestrators. [`serve`] owns the connections; this file answers requests.
 
-use crate::config::WebServing;
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::status::Status;
@@ -23,6 +22,26 @@ use std::time::Duration;
 mod serve;
 pub mod silences;
 pub use serve::{serve, systemd_listeners};
+
+/// The web config as the HTTP server holds it: watched, and read again when its files change.
+#[derive(Clone)]
+pub struct WebServing {
+    pub watched: Arc<crate::web::Watched>,
+    pub health_without_auth: bool,
+}
+
+impl WebServing {
+    /// Starts watching the web config start-up loaded.
+    pub fn of(config: &crate::web::WebConfig) -> WebServing {
+        WebServing {
+            watched: Arc::new(crate::web::Watched::new(
+                &config.path,
+                config.loaded.clone(),
+            )),
+            health_without_auth: config.health_without_auth,
+        }
+    }
+}
 
 /// What the handlers need.
 pub struct HttpState {
@@ -176,6 +195,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             };
             let view = {
                 let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
+                let kept = run.collectors_on.on(crate::collectors::Collector::History);
                 let since = param("since").unwrap_or(0.0);
                 let mut step = param("step").unwrap_or(0.0);
                 // `points=N`: a step coarse enough for at most N points per series, which is
@@ -184,9 +204,17 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                     let covered = run.history.covered_since(since);
                     step = step.max(covered / points);
                 }
-                run.history.view(since, step)
+                kept.then(|| run.history.view(since, step))
             };
-            (StatusCode::OK, "application/json", view)
+            match view {
+                Some(view) => (StatusCode::OK, "application/json", view),
+                None => (
+                    StatusCode::NOT_FOUND,
+                    TEXT,
+                    "the history collector is off (collectors.history): no history is kept\n"
+                        .to_owned(),
+                ),
+            }
         }
         "/-/healthy" => (StatusCode::OK, TEXT, "OK\n".to_owned()),
         "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {

@@ -35,6 +35,10 @@ pub(super) struct FollowedLog {
     /// The lines of the batch read last, back to back, and where each ends.
     batch: Vec<u8>,
     ends: Vec<usize>,
+    /// Where in the batch the file was rewritten or replaced: the number of lines before.
+    resets: Vec<usize>,
+    /// The next line is the first of the log's new content: it may begin a new run.
+    after_reset: bool,
     /// A snapshot's position to continue from, taken up at the first poll.
     resume: Option<LogPosition>,
 }
@@ -72,6 +76,8 @@ impl FollowedLog {
             birth_asked: false,
             batch: Vec::new(),
             ends: Vec::new(),
+            resets: Vec::new(),
+            after_reset: false,
             resume: None,
         }
     }
@@ -151,12 +157,15 @@ impl FollowedLog {
         loop {
             self.batch.clear();
             self.ends.clear();
-            let (batch, ends) = (&mut self.batch, &mut self.ends);
-            let result = self.follower.poll(BATCH_BYTES, |tailed| {
-                if let Tailed::Line(line) = tailed {
+            self.resets.clear();
+            let (batch, ends, resets) = (&mut self.batch, &mut self.ends, &mut self.resets);
+            let result = self.follower.poll(BATCH_BYTES, |tailed| match tailed {
+                Tailed::Line(line) => {
                     batch.extend_from_slice(line);
                     ends.push(batch.len());
                 }
+                Tailed::Reset => resets.push(ends.len()),
+                _ => {}
             });
             progress();
             let birth = self.birth_wanted(run, index);
@@ -165,14 +174,25 @@ impl FollowedLog {
             let mut start = 0;
             let utc_offset = model.utc_offset;
             let (parser, stripped) = (&mut self.parser, &mut self.stripped);
-            for &end in &self.ends {
+            let mut after_reset = self.after_reset;
+            let mut resets = self.resets.iter().peekable();
+            for (i, &end) in self.ends.iter().enumerate() {
+                while resets.next_if(|r| **r <= i).is_some() {
+                    after_reset = true;
+                }
                 self.unwrap.lines(
                     &self.batch[start..end],
                     utc_offset,
                     &mut |piece| match piece {
                         Piece::Text(text, at) => {
                             let line = ansi::strip(text, stripped);
-                            model.ingest(index, line, parser.parse(line), line_time(at, now));
+                            let at = line_time(at, now);
+                            // The log rewritten from its start or replaced: with another
+                            // first line that begins a run, a new run is in its place.
+                            if std::mem::take(&mut after_reset) && model.is_new_run(index, line) {
+                                model.begin_new_run(index, line, at);
+                            }
+                            model.ingest(index, line, parser.parse(line), at);
                         }
                         Piece::Unreadable => {
                             let raw = &self.batch[start..end];
@@ -182,6 +202,7 @@ impl FollowedLog {
                 );
                 start = end;
             }
+            self.after_reset = after_reset || resets.next().is_some();
             if result.as_ref().is_ok_and(|p| !p.more) {
                 self.peek_pending_frame(index, model, now);
             }

@@ -1,14 +1,15 @@
 //! Alert states and notification outcomes.
 
 use super::family;
+use super::Out;
 use crate::model::Run;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::EncodeMetric;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use std::fmt;
 
-pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
     family(
         enc,
         "pulse_alert_firing",
@@ -24,13 +25,13 @@ pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
             )
         }),
     )?;
-    let metric = enc.encode_descriptor(
+    if let Some(metric) = enc.descriptor(
         "pulse_email_chart_failures",
         "Alert emails sent without their chart because it could not be drawn.",
-        None,
         MetricType::Counter,
-    )?;
-    ConstCounter::new(run.chart_failures).encode(metric)?;
+    )? {
+        ConstCounter::new(run.chart_failures).encode(metric)?;
+    }
     if let Some(t) = run.heartbeat_last_success {
         super::gauge(
             enc,

@@ -1,9 +1,9 @@
 //! The GPU families: NVML's (or the simulation's) readings, per GPU and per process.
 
+use super::Out;
 use super::{family, gauge, info};
 use crate::gpu::GpuSample;
 use crate::model::Run;
-use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -49,7 +49,7 @@ const GPU_GAUGES: &[(&str, &str, GpuGauge)] = &[
     }),
 ];
 
-pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
     if let Some(reading) = &run.gpus {
         gauge(
             enc,

@@ -11,10 +11,11 @@ mod server;
 mod sources;
 mod web;
 
+use crate::collectors::Collectors;
 use crate::model::Run;
 use crate::process_metrics::ProcessStats;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -91,23 +92,28 @@ pub fn encode(registry: &Registry, format: Exposition) -> String {
 }
 
 impl Collector for RunCollector {
-    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+    fn encode(&self, enc: DescriptorEncoder) -> fmt::Result {
         let now = crate::clock::now();
+        let mut enc = Out {
+            enc,
+            on: Collectors::all(),
+        };
         let identity = {
             let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            enc.on = run.collectors_on;
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;
             server::encode(&run, &mut enc)?;
             alerts::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
-            run.identity.clone()
+            (run.identity.clone(), run.run_id.clone())
         };
-        if let Some(identity) = identity {
-            let id = identity.current_id();
+        if let (Some(label), id) = identity {
+            let id = id.map_or_else(|| crate::run_identity::named_id(&label.run), |(id, _)| id);
             let labels = [
-                ("run", identity.label.run.as_str()),
+                ("run", label.run.as_str()),
                 ("run_id", id.as_str()),
-                ("role", identity.label.role.as_str()),
+                ("role", label.role.as_str()),
             ];
             family(
                 &mut enc,
@@ -140,9 +146,42 @@ impl Collector for RunCollector {
     }
 }
 
+/// The encoder of one scrape, and the collectors whose families it writes: a family of a
+/// collector switched off is left out here, whatever the model holds (a snapshot may hold
+/// figures a collector read before it was switched off).
+pub(super) struct Out<'a> {
+    enc: DescriptorEncoder<'a>,
+    on: Collectors,
+}
+
+impl Out<'_> {
+    /// A family's descriptor, or `None` when its collector is off.
+    pub(super) fn descriptor<'s>(
+        &'s mut self,
+        name: &'s str,
+        help: &'s str,
+        metric_type: MetricType,
+    ) -> Result<Option<MetricEncoder<'s>>, fmt::Error> {
+        // Every collector on (the default): nothing to look up on the scrape path.
+        if self.on != Collectors::all() {
+            let exposed = match metric_type {
+                MetricType::Counter => format!("{name}_total"),
+                MetricType::Info => format!("{name}_info"),
+                _ => name.to_owned(),
+            };
+            if !self.on.exports(&exposed) {
+                return Ok(None);
+            }
+        }
+        self.enc
+            .encode_descriptor(name, help, None, metric_type)
+            .map(Some)
+    }
+}
+
 /// One family of labelled samples. Families with no samples are left out.
 pub(super) fn family<L, M, I>(
-    enc: &mut DescriptorEncoder,
+    enc: &mut Out,
     name: &str,
     help: &str,
     metric_type: MetricType,
@@ -157,7 +196,9 @@ where
     if samples.peek().is_none() {
         return Ok(());
     }
-    let mut metric = enc.encode_descriptor(name, help, None, metric_type)?;
+    let Some(mut metric) = enc.descriptor(name, help, metric_type)? else {
+        return Ok(());
+    };
     for (labels, value) in samples {
         value.encode(metric.encode_family(&labels)?)?;
     }
@@ -165,19 +206,16 @@ where
 }
 
 /// An unlabelled gauge.
-pub(super) fn gauge(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: f64,
-) -> fmt::Result {
-    let metric = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+pub(super) fn gauge(enc: &mut Out, name: &str, help: &str, value: f64) -> fmt::Result {
+    let Some(metric) = enc.descriptor(name, help, MetricType::Gauge)? else {
+        return Ok(());
+    };
     ConstGauge::new(value).encode(metric)
 }
 
 /// An info family: one sample of value 1 per label set, named `<name>_info`.
 pub(super) fn info<L: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
+    enc: &mut Out,
     name: &str,
     help: &str,
     label_sets: Vec<L>,
@@ -185,22 +223,24 @@ pub(super) fn info<L: EncodeLabelSet>(
     if label_sets.is_empty() {
         return Ok(());
     }
-    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Info)?;
+    let Some(mut metric) = enc.descriptor(name, help, MetricType::Info)? else {
+        return Ok(());
+    };
     for labels in &label_sets {
         metric.encode_info(labels)?;
     }
     Ok(())
 }
 
-fn encode_process(p: &ProcessStats, enc: &mut DescriptorEncoder) -> fmt::Result {
+fn encode_process(p: &ProcessStats, enc: &mut Out) -> fmt::Result {
     if let Some(cpu) = p.cpu_seconds {
-        let metric = enc.encode_descriptor(
+        if let Some(metric) = enc.descriptor(
             "process_cpu_seconds",
             "User and system CPU time spent in seconds.",
-            None,
             MetricType::Counter,
-        )?;
-        ConstCounter::new(cpu).encode(metric)?;
+        )? {
+            ConstCounter::new(cpu).encode(metric)?;
+        }
     }
     let gauges = [
         (

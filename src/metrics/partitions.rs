@@ -1,8 +1,8 @@
 //! Per-partition, pipeline and whole-run families: what the log and the output files say.
 
+use super::Out;
 use super::{family, info};
 use crate::model::{OutputStats, PartitionView, Run, Seconds, TokenHistogram};
-use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -48,7 +48,7 @@ const COUNTERS: &[(&str, &str, Counter)] = &[
     ("pulse_output_duplicate_records", "Records repeating the id of an earlier record of the partition (a re-run re-doing prompts).", |v| v.outputs.as_ref().map(|o| o.duplicates)),
 ];
 
-pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, now: Seconds, enc: &mut Out) -> fmt::Result {
     let views = run.views();
     for (name, help, value) in GAUGES {
         family(
@@ -197,11 +197,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut DescriptorEncoder) -> fm
 const HISTOGRAM_AFTER_WRITE: Seconds = 15.0 * 60.0;
 
 /// Completion tokens per record, per partition with inspected outputs written lately.
-fn histograms(
-    enc: &mut DescriptorEncoder,
-    views: &[PartitionView<'_>],
-    now: Seconds,
-) -> fmt::Result {
+fn histograms(enc: &mut Out, views: &[PartitionView<'_>], now: Seconds) -> fmt::Result {
     let inspected: Vec<_> = views
         .iter()
         .filter(|v| {
@@ -214,12 +210,14 @@ fn histograms(
     if inspected.is_empty() {
         return Ok(());
     }
-    let mut metric = enc.encode_descriptor(
+    let Some(mut metric) = enc.descriptor(
         "pulse_output_record_completion_tokens",
         "Completion tokens per record.",
-        None,
         MetricType::Histogram,
-    )?;
+    )?
+    else {
+        return Ok(());
+    };
     for (name, outputs) in inspected {
         let h = &outputs.token_histogram;
         let buckets: Vec<(f64, u64)> = TokenHistogram::bounds()
@@ -240,7 +238,7 @@ fn histograms(
 /// A counter per partition and per key of one of its output counts (finish reasons, missing
 /// fields): `(name, help, the key's label)`.
 fn per_key(
-    enc: &mut DescriptorEncoder,
+    enc: &mut Out,
     views: &[PartitionView<'_>],
     (name, help, label): (&str, &str, &str),
     counts: fn(&OutputStats) -> &std::collections::BTreeMap<String, u64>,

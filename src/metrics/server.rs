@@ -1,16 +1,16 @@
 //! The driver process's and the inference server's families: its health, its own figures
 //! (from its metrics and its log, ranks combined) and what its log said.
 
+use super::Out;
 use super::{family, gauge};
 use crate::model::Run;
 use crate::parse::{RequestLine, ServerEvent};
-use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use std::fmt;
 
-pub(super) fn encode(run: &Run, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
     if let Some(process) = &run.process {
         gauge(
             enc,

@@ -1,8 +1,8 @@
 //! The sidecar's view of its own inputs: log line counters, tail events, collector health.
 
 use super::family;
+use super::Out;
 use crate::model::{LogStats, Run};
-use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -45,7 +45,7 @@ const LOG_COUNTERS: &[(&str, &str, LogCounter)] = &[
     ),
 ];
 
-pub(super) fn encode(run: &Run, now: f64, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
     for (name, help, value) in LOG_COUNTERS {
         family(
             enc,

@@ -1,15 +1,16 @@
 //! The web config's guards: reloads, refused TLS handshakes and refused credentials. Only
 //! with a web config; without one there is nothing to count.
 
+use super::Out;
 use super::{family, gauge};
 use crate::web::Counters;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::EncodeMetric;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use std::fmt;
 use std::sync::atomic::Ordering;
 
-pub(super) fn encode(web: &Counters, enc: &mut DescriptorEncoder) -> fmt::Result {
+pub(super) fn encode(web: &Counters, enc: &mut Out) -> fmt::Result {
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     family(
         enc,
@@ -46,7 +47,9 @@ pub(super) fn encode(web: &Counters, enc: &mut DescriptorEncoder) -> fmt::Result
 }
 
 /// A counter with no labels (`_total` is appended).
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> fmt::Result {
-    let metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    ConstCounter::new(value).encode(metric)
+fn counter(enc: &mut Out, name: &str, help: &str, value: u64) -> fmt::Result {
+    match enc.descriptor(name, help, MetricType::Counter)? {
+        Some(metric) => ConstCounter::new(value).encode(metric),
+        None => Ok(()),
+    }
 }

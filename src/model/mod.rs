@@ -72,6 +72,10 @@ pub struct Run {
     /// How the sources fare now; not carried across restarts.
     #[serde(skip)]
     pub collectors: BTreeMap<&'static str, CollectorState>,
+    /// The collectors switched on (`collectors`): the families of the others are not
+    /// exported, even where a snapshot holds figures of theirs.
+    #[serde(skip)]
+    pub collectors_on: crate::collectors::Collectors,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
     pub recent_lines: RecentLines,
     /// Output files by path. The output source keeps its own snapshot of these.
@@ -186,7 +190,29 @@ pub struct Run {
     pub gpu_seconds: f64,
     /// The run this node belongs to (from the configuration); `None` on a node with no run.
     #[serde(skip)]
-    pub identity: Option<std::sync::Arc<crate::run_identity::RunIdentity>>,
+    pub identity: Option<crate::run_identity::RunLabel>,
+    /// The run's id as the run-id source last read it (docs/many-nodes.md#run-ids), and the
+    /// run it was read for (a count of [`Run::runs_started`]).
+    #[serde(skip)]
+    pub run_id: Option<(String, u64)>,
+    /// New runs begun in the progress log's place while it was followed: a log replaced or
+    /// rewritten by one beginning with other first lines ([`Run::begin_new_run`]).
+    #[serde(default)]
+    pub runs_started: u64,
+    /// When the latest of them began, and the id of the run it replaced.
+    #[serde(default)]
+    pub run_started: Option<RunStarted>,
+}
+
+/// A new run in the progress log's place, for the `RunStarted` notice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    pub at: Seconds,
+    /// The log it was seen in, and its new first line.
+    pub log: String,
+    pub first_line: String,
+    /// The id of the run before, where it was known.
+    pub previous_id: Option<String>,
 }
 
 /// One alert instance, for `pulse_alert_firing`.
@@ -231,6 +257,10 @@ pub struct LogStats {
     pub refused: u64,
     /// The partition that progress lines without a name belong to: the latest header.
     current: Option<String>,
+    /// The first line of the run the log holds: a log rewritten from its start with another
+    /// first line (that begins a run) holds a new run.
+    #[serde(default)]
+    pub first_line: Option<String>,
 }
 
 /// Rounds of the alert engine since the sidecar started.
@@ -272,6 +302,7 @@ impl Run {
         // What the configuration gives is not in the snapshot: this start's stands.
         saved.plan = configured.plan.clone();
         saved.identity = configured.identity.clone();
+        saved.collectors_on = configured.collectors_on;
         saved.discovered = configured.discovered.clone();
         let mut old = std::mem::take(&mut saved.logs);
         saved.logs = log_paths
@@ -315,6 +346,9 @@ impl Run {
     pub fn ingest(&mut self, log: usize, line: &[u8], event: Option<Event<'_>>, now: Seconds) {
         let stats = &mut self.logs[log];
         stats.lines += 1;
+        if stats.first_line.is_none() && !stats.server {
+            stats.first_line = Some(first_line_text(line));
+        }
         if stats.server {
             // Lines about single requests (the access log, our own probes among them) would
             // push out what the engine said.
@@ -338,6 +372,50 @@ impl Run {
             }
             None => {}
         }
+    }
+
+    /// Whether `line`, the first of a progress log's content after it was rewritten from its
+    /// start or replaced, begins a new run: it begins one, and not the one the log held (a
+    /// driver restarted into the same log prints the same header, and resumes its run).
+    pub fn is_new_run(&self, log: usize, line: &[u8]) -> bool {
+        let stats = &self.logs[log];
+        !stats.server
+            && stats
+                .first_line
+                .as_ref()
+                .is_some_and(|old| *old != first_line_text(line))
+            && crate::parse::starts_a_run(line)
+    }
+
+    /// A new run begins in log `log`'s place with `line`: the run before it is over, and
+    /// nothing of its progress, its partitions or its end is carried into this one (its output
+    /// files stay, as an earlier run's, docs/formats.md#output-files).
+    pub fn begin_new_run(&mut self, log: usize, line: &[u8], now: Seconds) {
+        let path = self.logs[log].path.clone();
+        tracing::info!(
+            path = %path,
+            "a new run begins in {path}: its first line is now {:?}",
+            first_line_text(line)
+        );
+        self.model_name = None;
+        self.complete_said = false;
+        self.partitions.clear();
+        self.passes.clear();
+        self.outputs_resumed.clear();
+        self.gpu_seconds = 0.0;
+        for stats in &mut self.logs {
+            stats.current = None;
+        }
+        let stats = &mut self.logs[log];
+        stats.first_line = Some(first_line_text(line));
+        stats.began_at = Some(now);
+        self.runs_started += 1;
+        self.run_started = Some(RunStarted {
+            at: now,
+            log: path,
+            first_line: first_line_text(line),
+            previous_id: self.run_id.as_ref().map(|(id, _)| id.clone()),
+        });
     }
 
     /// Takes a server probe's result; remembers when the server was last seen generating, which
@@ -489,3 +567,8 @@ impl Run {
 
 #[cfg(test)]
 mod tests;
+
+/// A log's first line as kept and compared: at most 512 bytes of it, as text.
+fn first_line_text(line: &[u8]) -> String {
+    String::from_utf8_lossy(&line[..line.len().min(512)]).into_owned()
+}

@@ -267,17 +267,20 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         run: "synth".into(),
         role: crate::run_identity::Role::Driver,
     };
-    configured.identity = Some(std::sync::Arc::new(crate::run_identity::RunIdentity::new(
-        label,
-        Vec::new(),
-    )));
+    configured.identity = Some(label);
+    configured.collectors_on =
+        crate::collectors::Collectors::all().with(crate::collectors::Collector::Gpu, false);
     let run = Run::restored(snapshot, &["/logs/inference.log".to_owned()], &configured);
     assert_eq!(run.plan.gpu_hour_price, Some(2.5));
     assert!(
         run.plan.deadline.is_some(),
         "the deadline given at this start"
     );
-    assert_eq!(run.identity.as_ref().unwrap().label.run, "synth");
+    assert_eq!(run.identity.as_ref().unwrap().run, "synth");
+    assert_eq!(
+        run.collectors_on, configured.collectors_on,
+        "and its collectors"
+    );
     assert!(
         run.partitions.contains_key("B1"),
         "and the snapshot's progress"
@@ -306,4 +309,61 @@ fn a_bar_no_header_named_is_not_added_to_the_records_of_named_partitions() {
     );
     let p = run.projection(T0 + 1.0);
     assert_eq!(p.completed, 24);
+}
+
+/// A log rewritten from its start: a header other than the run's first line is a new run, and
+/// leaves nothing of the old one; the same header (a driver restarted into its log) and more
+/// progress (a rotated log's new file) are the same run.
+#[test]
+fn a_new_first_line_that_begins_a_run_is_a_new_run() {
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[
+            (0.0, "Model: /models/m1"),
+            (1.0, "Processing: B1 (SHORT)"),
+            (2.0, "B1: 4 prompts"),
+            (3.0, "  4/4 (0 err) 2.0 req/s avg_comp=20tok ETA=0s"),
+            (4.0, "All partitions complete."),
+        ],
+    );
+    assert!(run.complete_said);
+    assert!(!run.is_new_run(0, b"Model: /models/m1"), "the same header");
+    assert!(
+        !run.is_new_run(0, b"  5/10 (0 err) 2.0 req/s"),
+        "more progress"
+    );
+    assert!(!run.is_new_run(0, b"Traceback (most recent call last):"));
+    assert!(run.is_new_run(0, b"Model: /models/m2"));
+    assert!(run.is_new_run(0, b"Processing: C1 (LONG)"));
+    run.begin_new_run(0, b"Model: /models/m2", 10.0);
+    assert!(run.partitions.is_empty() && !run.complete_said && run.model_name.is_none());
+    assert_eq!(run.runs_started, 1);
+    assert_eq!(run.logs[0].first_line.as_deref(), Some("Model: /models/m2"));
+    assert!(
+        !run.is_new_run(0, b"Model: /models/m2"),
+        "now the run's own header"
+    );
+}
+
+#[test]
+fn a_run_begins_with_a_header_or_a_bar_at_nothing() {
+    use crate::parse::starts_a_run;
+    for start in [
+        "Model: /m",
+        "Processing: B1 (SHORT)",
+        "B1: 10 prompts",
+        "Running 10 requests (concurrency=2, max_tokens=8)...",
+        "Processed prompts:   0%|          | 0/100 [00:00<?, ?it/s]",
+    ] {
+        assert!(starts_a_run(start.as_bytes()), "{start}");
+    }
+    for more in [
+        "  3/10 (0 err) 1.0 req/s avg_comp=20tok ETA=7s",
+        "Processed prompts:  30%|███       | 30/100 [00:03<00:07, 10.0it/s]",
+        "WARNING something",
+        "",
+    ] {
+        assert!(!starts_a_run(more.as_bytes()), "{more}");
+    }
 }

@@ -11,7 +11,7 @@
 use super::file::{Followed, Kind, SavedFile};
 use super::identity::Identities;
 use super::record::Inspector;
-use crate::config::OutputConfig;
+use super::OutputConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;

@@ -19,12 +19,15 @@ mod catalog;
 mod file;
 mod identity;
 mod lookup;
+mod pointers;
 mod reader;
 pub mod record;
 mod scan;
+mod spec;
 mod watch;
 
-use crate::config::{Config, OutputConfig};
+pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
+
 use crate::model::{Run, DEFAULT_PARTITION};
 use crate::state::StateDir;
 use catalog::Catalog;
@@ -57,24 +60,30 @@ pub struct OutputSource {
 }
 
 impl OutputSource {
-    /// The source of `config`'s outputs and inputs.
-    pub fn new(config: &Config, run: Arc<Mutex<Run>>, state: Option<StateDir>) -> OutputSource {
+    /// The source of these outputs and inputs.
+    pub fn new(
+        outputs: &[OutputConfig],
+        inputs: &[String],
+        limits: OutputLimits,
+        run: Arc<Mutex<Run>>,
+        state: Option<StateDir>,
+    ) -> OutputSource {
         let saved = state
             .as_ref()
             .and_then(|s| s.load_json(SNAPSHOT))
             .unwrap_or_default();
-        if !config.outputs.is_empty() || !config.inputs.is_empty() {
+        if !outputs.is_empty() || !inputs.is_empty() {
             let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
             run.expect_collector("outputs");
         }
         let catalog = Catalog::new(
-            &config.outputs,
-            &config.inputs,
-            config.max_record_bytes,
-            config.identity_cap,
+            outputs,
+            inputs,
+            limits.max_record_bytes,
+            limits.identity_cap,
             saved,
         );
-        let shared = Shared::new(catalog, run, config.max_open_files, config.file_watch);
+        let shared = Shared::new(catalog, run, limits.max_open_files, limits.file_watch);
         OutputSource {
             shared: Arc::new(shared),
             reader: None,

@@ -16,8 +16,8 @@
 
 use super::catalog::{expand, Catalog, Entry, Files};
 use super::watch::{self, Watcher};
+use super::FileWatch;
 use crate::clock;
-use crate::config::FileWatch;
 use crate::model::{OutputFiles, Run};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

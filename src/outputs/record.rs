@@ -4,7 +4,7 @@
 //! configuration reads SGLang `/generate` records, OpenAI-style responses and flat records.
 
 use super::lookup::{Found, Lookup, Want};
-pub use crate::config::Pointers;
+pub use super::Pointers;
 pub use crate::model::Facts;
 use std::ops::Range;
 

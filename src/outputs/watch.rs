@@ -12,7 +12,7 @@
 //! time (an entry created, removed or renamed) evaluates the globs again. What inotify might
 //! still miss (a lost event queue) is caught by the source's slow sweep of every file.
 
-use crate::config::FileWatch;
+use super::FileWatch;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;

@@ -59,6 +59,25 @@ pub enum Event<'a> {
     Server(ServerRead),
 }
 
+/// Whether a log whose first line is `line` is a run beginning rather than one continuing (a
+/// rotated log's new file, which begins with more progress): a header (`Model:`,
+/// `Processing:`, `N prompts`, `Running N requests`) or a report of nothing done yet (a tqdm
+/// bar at 0). What a new run in the same folder is told by (docs/many-nodes.md#run-ids); a
+/// line neither format reads is no beginning.
+pub fn starts_a_run(line: &[u8]) -> bool {
+    let mut plain = Vec::new();
+    let line = ansi::strip(line, &mut plain);
+    let event = RunInference
+        .parse(line)
+        .or_else(|| Tqdm::default().parse(line));
+    match event {
+        Some(Event::Model(_) | Event::Partition { .. } | Event::Planned { .. }) => true,
+        Some(Event::Running { .. }) => true,
+        Some(Event::Progress(p)) => p.completed == Some(0),
+        _ => false,
+    }
+}
+
 /// A progress report. `partition` is set only by formats that name it on the line itself
 /// (tqdm's description, a regex `partition` group); otherwise the line belongs to the
 /// partition of the log's latest `Partition` event.

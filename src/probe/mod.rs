@@ -67,7 +67,7 @@ fn asleep(text: &str) -> Option<bool> {
     (!awake.is_empty()).then(|| awake.iter().all(|v| *v == 0.0))
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProbeConfig {
     pub process: Option<ProcessTarget>,
     pub health_url: Option<Url>,

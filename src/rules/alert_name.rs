@@ -47,6 +47,7 @@ alert_names! {
     RunLate,
     PartitionFinished,
     RunFinished,
+    RunStarted,
 }
 
 impl AlertName {

@@ -572,6 +572,29 @@ pub(super) fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Conditio
     )]
 }
 
+/// A new run in the log's place, once its id is read (the notice says it).
+pub(super) fn run_started(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let (Some(started), Some((id, read_for))) = (&j.run.run_started, &j.run.run_id) else {
+        return Vec::new();
+    };
+    if *read_for != j.run.runs_started {
+        return Vec::new();
+    }
+    let before = started
+        .previous_id
+        .as_ref()
+        .map_or(String::new(), |p| format!(", after run {p}"));
+    vec![condition(
+        AlertName::RunStarted,
+        None,
+        format!("a new run began: run id {id}{before}"),
+        format!(
+            "{} was rewritten or replaced, and now begins with {:?}: a run other than the one it held. Its progress, partitions and end are counted afresh; the earlier run's output files stay as an earlier run's.",
+            started.log, started.first_line
+        ),
+    )]
+}
+
 /// (error rate, requests) over the recent window: the log's counts, else the records.
 fn error_rate(v: &PartitionView<'_>) -> Option<(f64, u64)> {
     if let Some(rate) = v.log.and_then(|p| p.recent_error_rate(RATE_WINDOW)) {

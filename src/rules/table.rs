@@ -250,6 +250,13 @@ pub const TABLE: &[Rule] = &[
         check: run_finished_notice,
         ..DEFAULT
     },
+    Rule {
+        alert: AlertName::RunStarted,
+        severity: Severity::Info,
+        fires: r#"a new run begins in the progress log's place while the sidecar follows it: the log rewritten from its start or replaced by one whose first line is another that begins a run (a header, or a bar at 0; a rotated log's new file, which goes on with progress, is the same run, and so is a driver restarted with the same header); says the new run id and the one before. The run's progress, partitions, end (`RunFinished`, `PartitionFinished` told again for the new run) and GPU time start afresh; see [many nodes](many-nodes.md#run-ids)"#,
+        check: run_started,
+        ..DEFAULT
+    },
 ];
 
 #[cfg(test)]

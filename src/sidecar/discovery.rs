@@ -2,11 +2,11 @@
 //! under the keys given, and what is new handed to the sources and the probes.
 
 use crate::clock;
+use crate::collectors::Collectors;
 use crate::config::discovered::apply;
-use crate::config::{Config, LogConfig, OutputConfig, RawConfig};
+use crate::config::{Config, Inputs, LogConfig, OutputConfig, RawConfig};
 use crate::discover::{describe, procs, scan};
 use crate::model::{Discovered, DiscoveredServer, Run};
-use crate::parse::{Parser, ServerLog};
 use crate::paths::same_file;
 use crate::probe::ProbeConfig;
 use std::collections::BTreeSet;
@@ -22,6 +22,8 @@ pub struct Discovery {
     pub explicit: RawConfig,
     /// What the last scan found.
     pub found: Discovered,
+    /// A finding of a collector switched off is not followed.
+    pub collectors: Collectors,
 }
 
 /// Where a scan's new findings go: the sources take them at their next poll.
@@ -40,6 +42,7 @@ impl Discovery {
             interval: config.discover_interval,
             explicit,
             found,
+            collectors: config.collectors,
         })
     }
 
@@ -47,7 +50,15 @@ impl Discovery {
     /// to the sources and the probes.
     pub async fn run_every(mut self, run: Arc<Mutex<Run>>, additions: Additions) {
         let dir = PathBuf::from(&self.found.run_dir);
-        let mut followed = Followed::of(&self.merged());
+        // Start-up validated this very configuration: it types.
+        let inputs = match self.inputs() {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                tracing::warn!("discovery stops: the inputs it found are not valid: {e}");
+                return;
+            }
+        };
+        let mut followed = Followed::of(&inputs);
         run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -135,16 +146,22 @@ impl Discovery {
                 }
             }
             self.found = found;
-            let merged = self.merged();
-            followed.hand_over(&merged, &additions);
+            // Typed as start-up typed them; a finding that does not type (it cannot: discovery
+            // writes the paths and URLs itself) keeps the sources as they are.
+            match self.inputs() {
+                Ok(inputs) => followed.hand_over(inputs, &additions),
+                Err(e) => tracing::warn!("discovery found inputs that are not valid: {e}"),
+            }
             run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
         }
     }
 
-    fn merged(&self) -> RawConfig {
+    /// What to follow and probe now: the keys given, and what the last scan found for the
+    /// others, for the collectors switched on.
+    fn inputs(&self) -> Result<Inputs, crate::config::ConfigError> {
         let mut merged = self.explicit.clone();
         apply(&self.found, &mut merged);
-        merged
+        merged.inputs(self.collectors)
     }
 }
 
@@ -153,72 +170,40 @@ struct Followed {
     logs: Vec<PathBuf>,
     outputs: BTreeSet<String>,
     inputs: BTreeSet<String>,
-    probes: (Option<String>, Option<String>, Option<String>),
+    probes: ProbeConfig,
 }
 
 impl Followed {
-    fn of(raw: &RawConfig) -> Followed {
+    fn of(inputs: &Inputs) -> Followed {
         Followed {
-            logs: raw
-                .logs
-                .iter()
-                .map(|l| l.path.clone())
-                .chain(raw.server_logs.iter().cloned())
-                .collect(),
-            outputs: raw.outputs.iter().map(|o| o.glob.clone()).collect(),
-            inputs: raw.inputs.iter().cloned().collect(),
-            probes: probe_keys(raw),
+            logs: inputs.logs.iter().map(|l| l.path.clone()).collect(),
+            outputs: inputs.outputs.iter().map(|o| o.glob.clone()).collect(),
+            inputs: inputs.inputs.iter().cloned().collect(),
+            probes: inputs.probes.clone(),
         }
     }
 
-    fn hand_over(&mut self, raw: &RawConfig, to: &Additions) {
-        let server_format = raw.server_log_format.unwrap_or_default();
-        let logs = raw
-            .logs
-            .iter()
-            .map(|l| (l.path.clone(), false))
-            .chain(raw.server_logs.iter().map(|p| (p.clone(), true)));
-        for (path, server) in logs {
-            if self.logs.iter().any(|l| same_file(l, &path)) {
-                continue;
+    /// Hands the sources and the probes what `now` has that they do not follow yet.
+    fn hand_over(&mut self, now: Inputs, to: &Additions) {
+        for log in now.logs {
+            if !self.logs.iter().any(|l| same_file(l, &log.path)) {
+                self.logs.push(log.path.clone());
+                let _ = to.logs.send(log);
             }
-            let parser = if server {
-                Parser::Server(ServerLog::new(server_format))
-            } else {
-                Parser::Auto(Default::default())
-            };
-            self.logs.push(path.clone());
-            let _ = to.logs.send(LogConfig::new(path, parser));
         }
-        for output in &raw.outputs {
+        for output in now.outputs {
             if self.outputs.insert(output.glob.clone()) {
-                let _ = to.outputs.send(OutputConfig::new(output.glob.clone()));
+                let _ = to.outputs.send(output);
             }
         }
-        for input in &raw.inputs {
+        for input in now.inputs {
             if self.inputs.insert(input.clone()) {
-                let _ = to.inputs.send(input.clone());
+                let _ = to.inputs.send(input);
             }
         }
-        let probes = probe_keys(raw);
-        if probes != self.probes {
-            // Validated as the start-up configuration was; a finding that does not validate
-            // (it cannot, as discovery writes the URLs itself) keeps the probes as they are.
-            match raw.validate() {
-                Ok(config) => {
-                    self.probes = probes;
-                    let _ = to.probes.send(config.probes);
-                }
-                Err(e) => tracing::warn!("discovery found a configuration that is not valid: {e}"),
-            }
+        if now.probes != self.probes {
+            self.probes = now.probes.clone();
+            let _ = to.probes.send(now.probes);
         }
     }
-}
-
-fn probe_keys(raw: &RawConfig) -> (Option<String>, Option<String>, Option<String>) {
-    (
-        raw.process_match.clone(),
-        raw.server_health_url.clone(),
-        raw.server_metrics_url.clone(),
-    )
 }

@@ -4,6 +4,7 @@
 mod discovery;
 
 use crate::alert::engine::Engine;
+use crate::collectors::Collector;
 use crate::config::{Config, GpuMode};
 use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
@@ -12,6 +13,7 @@ use crate::metrics::{self, Exposition};
 use crate::model::Run;
 use crate::outputs::OutputSource;
 use crate::probe::Probes;
+use crate::run_id_source::RunIdSource;
 use crate::source::{self, FirstRead, Source, Unread};
 use crate::state::StateDir;
 use anyhow::Context;
@@ -37,7 +39,8 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
     {
         let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
         run.plan = config.plan.clone();
-        run.identity = config.run.clone();
+        run.identity = config.run.as_ref().map(|r| r.label.clone());
+        run.collectors_on = config.collectors;
     }
     run.lock().unwrap_or_else(|e| e.into_inner()).discovered =
         config.discovered.as_ref().map(|(_, found)| found.clone());
@@ -47,7 +50,13 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
         run.clone(),
         state.clone(),
     );
-    let outputs = OutputSource::new(config, run.clone(), state.clone());
+    let outputs = OutputSource::new(
+        &config.outputs,
+        &config.inputs,
+        config.output_limits,
+        run.clone(),
+        state.clone(),
+    );
     Ok((run, logs, outputs, state))
 }
 
@@ -85,11 +94,8 @@ fn gpu_reader(
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
     let run = read_once(config)?;
-    // Read here, as the logs were: `--once` waits on its files anyway.
-    if let Some(identity) = &config.run {
-        identity.id();
-    }
-    Ok(metrics::encode(&metrics::registry(run), Exposition::Text))
+    let registry = metrics::registry_with_web(run, None, config.collectors.on(Collector::Exporter));
+    Ok(metrics::encode(&registry, Exposition::Text))
 }
 
 /// Reads every input to its end once (logs, outputs, one GPU sample, one probe round) and
@@ -98,6 +104,9 @@ pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     let (run, mut logs, mut outputs, _) = model_and_sources(config)?;
     logs.poll_to_end();
     outputs.poll();
+    if let Some(mut ids) = run_id_source(config, &run) {
+        ids.poll();
+    }
     logs.save_snapshot();
     outputs.save_snapshot();
     if let Some(reader) = gpu_reader(config, &run)? {
@@ -117,6 +126,16 @@ pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
             .block_on(probes.round());
     }
     Ok(run)
+}
+
+/// How often the run's id is looked at: a new run in the log's place is told within this.
+const RUN_ID_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The source of the run's id, on a node with a run.
+fn run_id_source(config: &Config, run: &Arc<Mutex<Run>>) -> Option<RunIdSource> {
+    let identity = config.run.clone()?;
+    let follows_log = config.logs.iter().any(|l| !l.server);
+    Some(RunIdSource::new(identity, run.clone(), follows_log))
 }
 
 /// How long a stopping sidecar waits for its sources to save their snapshots and end.
@@ -161,9 +180,6 @@ pub async fn serve(
         .map(|l| l.local_addr())
         .collect::<Result<_, _>>()?;
     let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
-    if let Some(identity) = &config.run {
-        identity.resolve_in_background();
-    }
     let discovery = Discovery::of(&config);
     let wired = wire_discovery(&config, discovery.is_some(), logs, outputs);
     let gpus = gpu_reader(&config, &run)?;
@@ -173,52 +189,28 @@ pub async fn serve(
     let (ready, judging) = (Unread::default(), Unread::default());
     let both = || FirstRead::of(&[&ready, &judging]);
     let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
-    run.lock().unwrap_or_else(|e| e.into_inner()).history =
-        crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
-    let state = Arc::new(HttpState {
-        silences: silences.clone(),
-        registry: metrics::registry_with_web(
-            run.clone(),
-            config.web.as_ref().map(|w| w.watched.counters().clone()),
-            config.exporter_metrics,
-        ),
-        run: run.clone(),
-        host: config.alerts.context.host.clone(),
-        catching_up: ready.counter(),
-        header_read_timeout: config.header_read_timeout,
-        max_connections: config.max_connections,
-        web: config.web.clone(),
-        rules: config.alerts.rules.clone(),
-        telemetry_path: config.telemetry_path.clone(),
-    });
-    let interval = config.poll_interval;
-    let mut running = vec![
-        start("log-source", wired.logs, interval, &config, both())?,
-        start("output-source", wired.outputs, interval, &config, both())?,
-    ];
-    if let Some(reader) = gpus {
-        let source = GpuSource::new(
-            reader,
-            run.clone(),
-            config.gpu_processes,
-            config.gpu_timeout,
-        );
-        let first = FirstRead::of(&[&ready]);
-        running.push(start(
-            "gpu-source",
-            source,
-            config.gpu_interval,
-            &config,
-            first,
-        )?);
+    if config.collectors.on(Collector::History) {
+        run.lock().unwrap_or_else(|e| e.into_inner()).history =
+            crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
     }
+    let state = http_state(&config, &run, silences.clone(), &ready);
+    let running = start_sources(
+        &config,
+        &run,
+        wired.logs,
+        wired.outputs,
+        gpus,
+        (&ready, &judging),
+    )?;
     // The tasks, stopped together when the server stops.
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(crate::recorder::run_every(
-        run.clone(),
-        state_dir.clone(),
-        judging.counter(),
-    ));
+    if config.collectors.on(Collector::History) {
+        tasks.spawn(crate::recorder::run_every(
+            run.clone(),
+            state_dir.clone(),
+            judging.counter(),
+        ));
+    }
     if !config.probes.is_empty() || discovery.is_some() {
         let mut probes = Probes::new(config.probes.clone(), run.clone());
         if let Some(updates) = wired.probe_updates {
@@ -242,8 +234,81 @@ pub async fn serve(
     http::serve(listeners, state, shutdown).await;
     tracing::info!("shutting down");
     tasks.abort_all();
-    crate::recorder::save(&run, state_dir.as_ref());
+    if config.collectors.on(Collector::History) {
+        crate::recorder::save(&run, state_dir.as_ref());
+    }
     stop_sources(running)
+}
+
+/// What the HTTP server serves from.
+fn http_state(
+    config: &Config,
+    run: &Arc<Mutex<Run>>,
+    silences: Arc<crate::alert::silence::Store>,
+    ready: &Unread,
+) -> Arc<HttpState> {
+    let web = config.web.as_ref().map(http::WebServing::of);
+    Arc::new(HttpState {
+        silences,
+        registry: metrics::registry_with_web(
+            run.clone(),
+            web.as_ref().map(|w| w.watched.counters().clone()),
+            config.collectors.on(Collector::Exporter),
+        ),
+        run: run.clone(),
+        host: config.alerts.context.host.clone(),
+        catching_up: ready.counter(),
+        header_read_timeout: config.header_read_timeout,
+        max_connections: config.max_connections,
+        web,
+        rules: config.alerts.rules.clone(),
+        telemetry_path: config.telemetry_path.clone(),
+    })
+}
+
+/// Starts a thread for each source of a collector switched on; `waiting` are the counts of
+/// first reads `/-/ready` and the alert engine wait on.
+fn start_sources(
+    config: &Config,
+    run: &Arc<Mutex<Run>>,
+    logs: LogSource,
+    outputs: OutputSource,
+    gpus: Option<Box<dyn GpuReader>>,
+    (ready, judging): (&Unread, &Unread),
+) -> anyhow::Result<Vec<Running>> {
+    let both = || FirstRead::of(&[ready, judging]);
+    let interval = config.poll_interval;
+    // A collector switched off has no thread (its inputs are already out of the config).
+    let on = |c| config.collectors.on(c);
+    let mut running = Vec::new();
+    if on(Collector::Log) || on(Collector::Server) {
+        running.push(start("log-source", logs, interval, config, both())?);
+    }
+    if on(Collector::Outputs) {
+        running.push(start("output-source", outputs, interval, config, both())?);
+    }
+    // The run's id holds nothing up: its log may be on a mount that hangs.
+    if let Some(ids) = run_id_source(config, run) {
+        let first = FirstRead::of(&[]);
+        running.push(start("run-id", ids, RUN_ID_INTERVAL, config, first)?);
+    }
+    if let Some(reader) = gpus {
+        let source = GpuSource::new(
+            reader,
+            run.clone(),
+            config.gpu_processes,
+            config.gpu_timeout,
+        );
+        let first = FirstRead::of(&[ready]);
+        running.push(start(
+            "gpu-source",
+            source,
+            config.gpu_interval,
+            config,
+            first,
+        )?);
+    }
+    Ok(running)
 }
 
 /// The sockets to serve on: those systemd passed (`web.systemd-socket`), else `listen`'s.
@@ -262,10 +327,8 @@ async fn listeners(config: &Config) -> anyhow::Result<Vec<tokio::net::TcpListene
 }
 
 fn say_listening(config: &Config, addresses: &[SocketAddr]) {
-    let scheme = match config.web.as_ref().map(|w| w.watched.current()) {
-        Some(web) if web.tls.is_some() => "https",
-        _ => "http",
-    };
+    let tls = config.web.as_ref().is_some_and(|w| w.loaded.tls.is_some());
+    let scheme = if tls { "https" } else { "http" };
     for addr in addresses {
         tracing::info!(
             "listening on {scheme}://{addr} (metrics at {scheme}://{addr}{}), following {} log(s) and {} output glob(s)",

@@ -32,6 +32,10 @@ pub struct Status {
     pub alerts: Vec<AlertStatus>,
     /// Collector name → working.
     pub collectors: BTreeMap<String, bool>,
+    /// The collectors switched on (`collectors`, metrics.md#collectors); the others read
+    /// nothing.
+    #[serde(default)]
+    pub collectors_on: Vec<String>,
     /// Files whose reads do not return (the file system under them does not answer), and
     /// since when.
     #[serde(default)]
@@ -418,12 +422,9 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         model: run.model_name.clone(),
         healthy,
         run: RunStatus {
-            name: run.identity.as_ref().map(|i| i.label.run.clone()),
-            run_id: run.identity.as_ref().and_then(|i| i.known_id()),
-            role: run
-                .identity
-                .as_ref()
-                .map(|i| i.label.role.as_str().to_owned()),
+            name: run.identity.as_ref().map(|i| i.run.clone()),
+            run_id: run.run_id.as_ref().map(|(id, _)| id.clone()),
+            role: run.identity.as_ref().map(|i| i.role.as_str().to_owned()),
             ..RunStatus::of(&projection, now)
         },
         partitions,
@@ -464,6 +465,12 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             .collectors
             .iter()
             .map(|(k, v)| ((*k).to_owned(), run.collector_up(k, v, now)))
+            .collect(),
+        collectors_on: run
+            .collectors_on
+            .names()
+            .into_iter()
+            .map(str::to_owned)
             .collect(),
         hung_files: run.hung(now),
         log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),

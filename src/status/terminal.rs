@@ -205,6 +205,21 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
         }
     }
+    // An old sidecar says nothing of its collectors: every one was on.
+    let off: Vec<&str> = crate::collectors::Collector::NAMES
+        .iter()
+        .copied()
+        .filter(|c| {
+            !status.collectors_on.is_empty() && !status.collectors_on.iter().any(|o| o == c)
+        })
+        .collect();
+    if !off.is_empty() {
+        let _ = writeln!(
+            s,
+            "  {}",
+            p.dim(&format!("collectors off: {}", off.join(", ")))
+        );
+    }
     for (path, since) in &status.hung_files {
         let _ = writeln!(
             s,
@@ -394,6 +409,7 @@ mod tests {
                 silenced: false,
             }],
             collectors: Default::default(),
+            collectors_on: Default::default(),
             hung_files: Default::default(),
             log_tail: vec![],
             server_log_tail: Vec::new(),

@@ -48,6 +48,25 @@ pub struct WebConfigError {
     pub message: String,
 }
 
+/// The web config as start-up read it (a bad one is a config error there): what the HTTP
+/// server's watcher starts from.
+#[derive(Clone)]
+pub struct WebConfig {
+    pub path: PathBuf,
+    pub loaded: std::sync::Arc<Active>,
+    /// `/-/healthy` is served without basic auth.
+    pub health_without_auth: bool,
+}
+
+impl std::fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("path", &self.path)
+            .field("health_without_auth", &self.health_without_auth)
+            .finish()
+    }
+}
+
 /// One reading of the file and of what it names: what a connection is served with.
 pub struct Active {
     /// `None` serves plain HTTP.

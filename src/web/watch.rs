@@ -52,14 +52,11 @@ struct Current {
 
 impl Watched {
     /// Starts from a config already loaded (at start-up, where a bad file is a config error).
-    pub fn new(path: &Path, active: Active) -> Watched {
+    pub fn new(path: &Path, active: Arc<Active>) -> Watched {
         let stamps = active.files.iter().map(|f| stamp(f)).collect();
         Watched {
             path: path.to_owned(),
-            current: Mutex::new(Current {
-                active: Arc::new(active),
-                stamps,
-            }),
+            current: Mutex::new(Current { active, stamps }),
             counters: Arc::new(Counters::default()),
         }
     }

@@ -586,9 +586,14 @@ pub fn check_goldens_of(dir: &Path, ext: &str, read: impl Fn(&str) -> String) ->
 
 /// `run --once --gpu off ARGS` from `cwd`: the exposition after reading every input once.
 pub fn run_once(cwd: &Path, args: &[&str]) -> Metrics {
+    run_once_with(cwd, &[&["--gpu", "off"], args].concat())
+}
+
+/// `run --once ARGS` from `cwd`, the GPUs as `ARGS` say.
+pub fn run_once_with(cwd: &Path, args: &[&str]) -> Metrics {
     let out = Command::new(BIN)
         .current_dir(cwd)
-        .args(["run", "--once", "--gpu", "off"])
+        .args(["run", "--once"])
         .args(args)
         .output()
         .expect("run pipeline-pulse");
