@@ -12,20 +12,10 @@ use std::process::Command;
 
 /// The families the contract gives each collector: `docs/metrics.md`'s *Collector* column.
 fn documented(collector: &str) -> BTreeSet<String> {
-    let doc =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
-    doc.lines()
-        .filter_map(|line| {
-            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            let [_, name, _, _, collectors, _, _] = cells.as_slice() else {
-                return None;
-            };
-            let name = name.strip_prefix('`')?.strip_suffix('`')?;
-            collectors
-                .split(',')
-                .any(|c| c.trim().trim_matches('`') == collector)
-                .then(|| name.to_owned())
-        })
+    contract::families()
+        .into_iter()
+        .filter(|(_, f)| f.collectors.contains(collector))
+        .map(|(name, _)| name)
         .collect()
 }
 

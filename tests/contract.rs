@@ -8,7 +8,7 @@
 mod common;
 
 use common::receiver::Receiver;
-use common::{path_str, require_tool, temp_dir, wait_until, Demo, Metrics, Sidecar};
+use common::{contract, path_str, require_tool, temp_dir, wait_until, Demo, Metrics, Sidecar};
 use pipeline_pulse::probe::exposition;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -24,36 +24,18 @@ struct Family {
     labels: BTreeSet<String>,
 }
 
-/// The families table of `docs/metrics.md`: `| `name` | type | `a`, `b` | collector | meaning |`.
+/// The contract's families, by type and label names (what an exposition can show).
 fn documented() -> BTreeMap<String, Family> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md"))
-        .expect("docs/metrics.md");
-    let mut families = BTreeMap::new();
-    for line in doc.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let [_, name, kind, labels, _collector, _meaning, _] = cells.as_slice() else {
-            continue;
-        };
-        let Some(name) = name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) else {
-            continue;
-        };
-        let labels = labels
-            .split(',')
-            .map(|l| l.trim().trim_matches('`'))
-            .filter(|l| !l.is_empty() && *l != "—")
-            .map(str::to_owned)
-            .collect();
-        let family = Family {
-            kind: (*kind).to_owned(),
-            labels,
-        };
-        assert!(
-            families.insert(name.to_owned(), family).is_none(),
-            "{name} is documented twice in docs/metrics.md"
-        );
-    }
-    assert!(families.len() > 50, "the table was not found: {families:?}");
-    families
+    contract::families()
+        .into_iter()
+        .map(|(name, f)| {
+            let family = Family {
+                kind: f.kind,
+                labels: f.labels,
+            };
+            (name, family)
+        })
+        .collect()
 }
 
 /// The families of an OpenMetrics exposition, named as the contract names them (the text

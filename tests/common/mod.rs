@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub mod contract;
 pub mod prometheus;
 pub mod receiver;
 pub mod repo;
