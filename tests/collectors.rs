@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use pipeline_pulse::collectors::of_family;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -114,6 +115,18 @@ fn busy_node(dir: &Path) -> (Vec<String>, Killed) {
 /// The run's own families that any input may feed, but that in one read only the log does:
 /// the rate the ETAs come from (in a running sidecar, output writes give one too).
 const FED_BY_THE_LOG_HERE: [&str; 2] = ["pulse_run_eta_seconds", "pulse_run_gpu_seconds_projected"];
+
+/// The *Collector* column of `docs/metrics.md` is the code's [`of_family`], row by row.
+#[test]
+fn the_docs_name_each_familys_collectors_as_the_code_does() {
+    for (name, family) in contract::families() {
+        let code: BTreeSet<String> = of_family(&name).iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            family.collectors, code,
+            "the collectors of {name} in docs/metrics.md"
+        );
+    }
+}
 
 #[test]
 fn each_collector_off_removes_exactly_its_families() {
