@@ -205,15 +205,13 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
         }
     }
-    // An old sidecar says nothing of its collectors: every one was on.
     let off: Vec<&str> = crate::collectors::Collector::NAMES
         .iter()
         .copied()
-        .filter(|c| {
-            !status.collectors_on.is_empty() && !status.collectors_on.iter().any(|o| o == c)
-        })
+        .filter(|c| !status.collectors_on.iter().any(|o| o == c))
         .collect();
-    if !off.is_empty() {
+    // An old sidecar says nothing of its collectors: every one was on.
+    if !status.collectors_on.is_empty() && !off.is_empty() {
         let _ = writeln!(
             s,
             "  {}",
