@@ -19,12 +19,12 @@ command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 # Debian's aiosmtpd imports only under /usr/bin/python3.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import aiosmtpd' 2>/dev/null; } || need+=(python3-aiosmtpd)
-# A FUSE file system whose reads hang, as a hung NFS mount's do (tests/faults.rs).
+# A FUSE file system whose reads hang, as a hung NFS mount's do (tests/it/faults.rs).
 command -v fusermount3 >/dev/null || need+=(fuse3)
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import fusepy' 2>/dev/null; } || need+=(python3-fusepy)
 # The real tqdm library writes the progress logs the tqdm tests parse.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' 2>/dev/null; } || need+=(python3-tqdm)
-# prlimit holds the many-files test to a 1,024-descriptor limit (tests/many_files.rs).
+# prlimit holds the many-files test to a 1,024-descriptor limit (tests/it/many_files.rs).
 command -v prlimit >/dev/null || need+=(util-linux)
 # The packages' builders and checkers (scripts/package.sh, scripts/check-packages.sh): buildah
 # builds the image without a daemon, mmdebstrap makes its base and a throwaway Debian root,
@@ -35,7 +35,7 @@ command -v lintian >/dev/null || need+=(lintian)
 command -v objdump >/dev/null || need+=(binutils)
 command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
 # From PyPI: kubernetes-validate for the manifests, py-spy (a static binary in its wheel) for
-# the stacks an alert brings (tests/stacks.rs).
+# the stacks an alert brings (tests/it/stacks.rs).
 install_pip() {
     local want=()
     command -v kubernetes-validate >/dev/null || want+=(kubernetes-validate)

@@ -42,8 +42,11 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
     let mut driver = procs::driver(procs, &progress_paths);
     let chosen = procs::server(procs, dir, driver.as_ref().map(|d| d.pid), &sockets);
     let server = chosen.server;
+    // A guessed server's log is not followed: the guess may be dropped at the next scan, and
+    // a log once followed stays followed.
     let server_log = server
         .as_ref()
+        .filter(|s| s.tied())
         .and_then(|s| s.log.clone())
         .map(PathBuf::from);
     let mut logs = Vec::new();
@@ -169,13 +172,13 @@ pub fn describe(found: &Discovered) -> Vec<String> {
     match &found.server {
         Some(s) if !s.serves_http => lines.push(format!(
             "{} server pid {} (by {}): a rank that serves no HTTP, not probed",
-            s.engine, s.pid, s.chosen_by
+            s.engine, s.pid, s.by
         )),
         Some(s) => lines.push(format!(
             "{} server pid {} (by {}): health {}, metrics {}",
             s.engine,
             s.pid,
-            s.chosen_by,
+            s.by,
             s.health_url,
             s.metrics_url.as_deref().unwrap_or("not served")
         )),

@@ -241,10 +241,13 @@ pub struct Found {
     pub note: Option<String>,
 }
 
-/// The run's SGLang or vLLM server among `procs`: the one its driver is connected to, else
-/// the one tied to the run folder (started there, named in its arguments, or logging into
-/// it), else the only one on the node. With several and no tie, none: probing another run's
-/// server would triage this run with its health.
+/// The run's SGLang or vLLM server among `procs`, taken only with evidence: the one its
+/// driver is connected to, else the one tied to the run folder (started there, named in its
+/// arguments, or logging into it). The only one on the node is a guess, taken only while no
+/// driver is found or while the driver talks to some local port no readable process holds (a
+/// server in a container, or another user's); a driver that talks to no local service runs
+/// its engine in-process (vLLM's `LLM.generate`, `run_batch`) and has no server. With several
+/// and no tie, none: probing another run's server would triage this run with its health.
 pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[Socket]) -> Found {
     let engines: Vec<(&Proc, &'static str)> = procs
         .iter()
@@ -277,10 +280,33 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
     let pick = |by: &dyn Fn(&Proc) -> bool| -> Vec<(&Proc, &'static str)> {
         launchers.iter().filter(|(p, _)| by(p)).copied().collect()
     };
+    let only_one = |p: &Proc, engine: &str| {
+        match driver {
+        None => Ok(format!("{} (no driver found yet)", crate::model::ONLY_ONE)),
+        Some(pid) if sockets::talks_out(sockets, &sockets_of(pid)) => Ok(format!(
+            "{} (the driver talks to a local port that no process it can read listens on)",
+            crate::model::ONLY_ONE
+        )),
+        Some(pid) => Err(format!(
+            "{engine} server pid {} is not the run's: driver pid {pid} talks to no server on this node (its engine runs in-process, or it waits), and the server neither works in nor logs into {}; give --server-health-url for it if it is",
+            p.pid,
+            run_dir.display()
+        )),
+    }
+    };
     let (chosen, chosen_by) = match (pick(&connected), pick(&in_folder), launchers.as_slice()) {
         (c, _, _) if !c.is_empty() => (c[0], "the driver's connection to it".to_owned()),
         (_, t, _) if !t.is_empty() => (t[0], format!("the run folder {}", run_dir.display())),
-        (_, _, [only]) => (*only, crate::model::ONLY_ONE.to_owned()),
+        (_, _, [only]) => match only_one(only.0, only.1) {
+            Ok(by) => (*only, by),
+            Err(note) => {
+                return Found {
+                    note: Some(note),
+                    role: ray_worker.then_some(Role::Worker),
+                    server: None,
+                }
+            }
+        },
         (_, _, []) => {
             return Found {
                 role: ray_worker.then_some(Role::Worker),
@@ -334,7 +360,7 @@ fn described_server(
     procs: &[Proc],
     p: &Proc,
     engine: &'static str,
-    chosen_by: String,
+    by: String,
 ) -> DiscoveredServer {
     let value = |flag: &str| {
         let eq = format!("{flag}=");
@@ -373,7 +399,7 @@ fn described_server(
         health_url: format!("{base}/health"),
         metrics_url: metrics.then(|| format!("{base}/metrics")),
         log: log.map(|l| l.display().to_string()),
-        chosen_by,
+        by,
         serves_http: rank.unwrap_or(0) == 0 && !headless,
     }
 }
@@ -512,7 +538,10 @@ mod tests {
         let s = only("python -m sglang.launch_server --model-path m");
         assert_eq!(s.health_url, "http://127.0.0.1:30000/health");
         assert_eq!(s.metrics_url, None, "SGLang serves metrics only when asked");
-        assert_eq!(s.chosen_by, crate::model::ONLY_ONE);
+        assert_eq!(
+            s.by,
+            format!("{} (no driver found yet)", crate::model::ONLY_ONE)
+        );
         let s = only("python -m sglang.launch_server --host 0.0.0.0 --port=31000 --enable-metrics");
         assert_eq!(
             s.metrics_url.as_deref(),
@@ -586,7 +615,7 @@ mod tests {
         let found = server(&procs, Path::new("/run"), Some(20), &sockets);
         let s = found.server.unwrap();
         assert_eq!(s.pid, 11);
-        assert!(s.tied(), "{}", s.chosen_by);
+        assert!(s.tied(), "{}", s.by);
         let found = server(&procs, Path::new("/run"), None, &sockets);
         assert!(found.server.is_none(), "two servers, no tie: none taken");
         let note = found.note.unwrap();
@@ -602,6 +631,60 @@ mod tests {
             (10, true),
             "the one started in the run folder"
         );
+    }
+
+    #[test]
+    fn the_only_server_is_not_the_runs_once_its_driver_talks_to_no_local_service() {
+        let mut vllm = proc(10, "vllm serve m --port 8000");
+        vllm.files = Some(vec![("socket:[100]".into(), true)]);
+        let mut driver = proc(20, "python3 gen.py");
+        driver.files = Some(vec![("socket:[200]".into(), true)]);
+        let mut engine_core = proc(21, "VLLM::EngineCore");
+        engine_core.ppid = 20;
+        engine_core.files = Some(vec![("socket:[300]".into(), true)]);
+        let socket = |inode, local: (&str, u16), remote: (&str, u16), state| Socket {
+            inode,
+            local: (local.0.parse().unwrap(), local.1),
+            remote: (remote.0.parse().unwrap(), remote.1),
+            state,
+        };
+        let listener = socket(100, ("0.0.0.0", 8000), ("0.0.0.0", 0), 0x0A);
+        let found = |procs: &[Proc], sockets: &[Socket]| {
+            server(procs, Path::new("/run"), Some(20), sockets)
+        };
+        // An offline driver: its only connection is to its own engine's store.
+        let internal = [
+            listener.clone(),
+            socket(300, ("127.0.0.1", 29500), ("0.0.0.0", 0), 0x0A),
+            socket(200, ("127.0.0.1", 40000), ("127.0.0.1", 29500), 0x01),
+        ];
+        let procs = [vllm.clone(), driver.clone(), engine_core];
+        let none = found(&procs, &internal);
+        assert!(none.server.is_none(), "an in-process engine has no server");
+        let note = none.note.unwrap();
+        assert!(note.contains("pid 10 is not the run's"), "{note}");
+        assert!(
+            found(&procs, std::slice::from_ref(&listener))
+                .server
+                .is_none(),
+            "a driver with no connection at all"
+        );
+        // A driver talking to a port no readable process holds (a server in a container):
+        // the only server is taken, and said to be a guess.
+        let outward = [
+            listener.clone(),
+            socket(200, ("127.0.0.1", 40000), ("127.0.0.1", 30000), 0x01),
+        ];
+        let s = found(&[vllm.clone(), driver.clone()], &outward)
+            .server
+            .unwrap();
+        assert!(!s.tied(), "{}", s.by);
+        assert!(s.by.contains("talks to a local port"), "{}", s.by);
+        // Without a driver yet, the only server is taken as such.
+        let s = server(&[vllm], Path::new("/run"), None, &outward)
+            .server
+            .unwrap();
+        assert!(s.by.ends_with("(no driver found yet)"), "{}", s.by);
     }
 
     #[test]

@@ -101,11 +101,7 @@ pub fn inodes<'a>(targets: impl Iterator<Item = &'a std::path::Path>) -> BTreeSe
 /// is bound to), at a port it listens on, at the listener's address or at any.
 pub fn reached(sockets: &[Socket], from: &BTreeSet<u64>) -> BTreeSet<u64> {
     let listening: Vec<&Socket> = sockets.iter().filter(|s| s.state == LISTEN).collect();
-    let ours: BTreeSet<IpAddr> = sockets
-        .iter()
-        .map(|s| s.local.0)
-        .filter(|ip| !ip.is_unspecified())
-        .collect();
+    let ours = local_addresses(sockets);
     established(sockets, from)
         .filter(|c| c.remote.0.is_loopback() || ours.contains(&c.remote.0))
         .flat_map(|c| {
@@ -114,6 +110,34 @@ pub fn reached(sockets: &[Socket], from: &BTreeSet<u64>) -> BTreeSet<u64> {
             })
         })
         .map(|l| l.inode)
+        .collect()
+}
+
+/// Whether a process family (its socket inodes, `from`) is a client of some service on this
+/// node: an established connection to a local port that the family does not itself listen
+/// on. Connections among the family's own processes (an engine's worker talking to its own
+/// store, vLLM's EngineCore beside an offline driver) are not: such a driver runs its engine
+/// in-process and has no server.
+pub fn talks_out(sockets: &[Socket], from: &BTreeSet<u64>) -> bool {
+    let own_ports: BTreeSet<u16> = sockets
+        .iter()
+        .filter(|s| s.state == LISTEN && from.contains(&s.inode))
+        .map(|s| s.local.1)
+        .collect();
+    let ours = local_addresses(sockets);
+    established(sockets, from).any(|c| {
+        (c.remote.0.is_loopback() || ours.contains(&c.remote.0))
+            && !own_ports.contains(&c.remote.1)
+            && !own_ports.contains(&c.local.1)
+    })
+}
+
+/// The addresses some socket here is bound to: this node's own.
+fn local_addresses(sockets: &[Socket]) -> BTreeSet<IpAddr> {
+    sockets
+        .iter()
+        .map(|s| s.local.0)
+        .filter(|ip| !ip.is_unspecified())
         .collect()
 }
 
@@ -151,6 +175,24 @@ mod tests {
             "10.0.0.7 is another node: its port 8001 is not this node's"
         );
         assert_eq!(reached(&sockets, &BTreeSet::from([100])), BTreeSet::new());
+    }
+
+    #[test]
+    fn a_client_of_a_local_port_talks_out_a_family_talking_to_itself_does_not() {
+        let sockets = parse(TCP);
+        assert!(
+            talks_out(&sockets, &BTreeSet::from([200])),
+            "to 127.0.0.1:8000"
+        );
+        assert!(
+            !talks_out(&sockets, &BTreeSet::from([201])),
+            "to another node only"
+        );
+        assert!(
+            !talks_out(&sockets, &BTreeSet::from([200, 100])),
+            "to its own listener: an engine in its own process family"
+        );
+        assert!(!talks_out(&sockets, &BTreeSet::new()), "no socket at all");
     }
 
     #[test]

@@ -35,10 +35,12 @@ pub(super) struct FollowedLog {
     /// The lines of the batch read last, back to back, and where each ends.
     batch: Vec<u8>,
     ends: Vec<usize>,
-    /// Where in the batch the file was rewritten or replaced: the number of lines before.
-    resets: Vec<usize>,
-    /// The next line is the first of the log's new content: it may begin a new run.
-    after_reset: bool,
+    /// Where in the batch the file was rewritten or replaced: the number of lines before, and
+    /// whether another file took the path.
+    resets: Vec<(usize, bool)>,
+    /// The next line is the first of the log's new content (`Some(replaced)`): it may begin a
+    /// new run.
+    after_reset: Option<bool>,
     /// A snapshot's position to continue from, taken up at the first poll.
     resume: Option<LogPosition>,
 }
@@ -77,7 +79,7 @@ impl FollowedLog {
             batch: Vec::new(),
             ends: Vec::new(),
             resets: Vec::new(),
-            after_reset: false,
+            after_reset: None,
             resume: None,
         }
     }
@@ -164,7 +166,7 @@ impl FollowedLog {
                     batch.extend_from_slice(line);
                     ends.push(batch.len());
                 }
-                Tailed::Reset => resets.push(ends.len()),
+                Tailed::Reset { replaced } => resets.push((ends.len(), replaced)),
                 _ => {}
             });
             progress();
@@ -177,8 +179,8 @@ impl FollowedLog {
             let mut after_reset = self.after_reset;
             let mut resets = self.resets.iter().peekable();
             for (i, &end) in self.ends.iter().enumerate() {
-                while resets.next_if(|r| **r <= i).is_some() {
-                    after_reset = true;
+                while let Some((_, replaced)) = resets.next_if(|r| r.0 <= i) {
+                    after_reset = Some(after_reset.unwrap_or(false) || *replaced);
                 }
                 self.unwrap.lines(
                     &self.batch[start..end],
@@ -187,9 +189,12 @@ impl FollowedLog {
                         Piece::Text(text, at) => {
                             let line = ansi::strip(text, stripped);
                             let at = line_time(at, now);
-                            // The log rewritten from its start or replaced: with another
-                            // first line that begins a run, a new run is in its place.
-                            if std::mem::take(&mut after_reset) && model.is_new_run(index, line) {
+                            // The log rewritten from its start or replaced: with a first
+                            // line that begins a run, a new run may be in its place.
+                            if after_reset
+                                .take()
+                                .is_some_and(|replaced| model.is_new_run(index, line, replaced))
+                            {
                                 model.begin_new_run(index, line, at);
                             }
                             model.ingest(index, line, parser.parse(line), at);
@@ -202,7 +207,7 @@ impl FollowedLog {
                 );
                 start = end;
             }
-            self.after_reset = after_reset || resets.next().is_some();
+            self.after_reset = after_reset.or(resets.next().map(|r| r.1));
             if result.as_ref().is_ok_and(|p| !p.more) {
                 self.peek_pending_frame(index, model, now);
             }

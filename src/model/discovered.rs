@@ -60,9 +60,10 @@ pub struct DiscoveredServer {
     #[serde(default)]
     pub workers: Vec<DiscoveredProcess>,
     /// Why this server is the run's: the driver's connection to it, the run folder, or being
-    /// the only one on the node. Only a server tied to the run replaces one that went away.
-    #[serde(default)]
-    pub chosen_by: String,
+    /// the only one on the node while that is not contradicted (docs/configuration.md,
+    /// "Which server is the run's"). Only a server tied to the run replaces one that went away.
+    #[serde(default, alias = "chosen_by")]
+    pub by: String,
     /// Whether it serves the run's HTTP: not a rank above 0 (`--node-rank 1`) nor a headless
     /// data-parallel engine (`vllm serve --headless`), which only compute.
     #[serde(default = "yes")]
@@ -76,9 +77,10 @@ fn yes() -> bool {
 impl DiscoveredServer {
     /// Tied to the run (by the driver's connection or the run folder), not merely the only one.
     pub fn tied(&self) -> bool {
-        self.chosen_by != ONLY_ONE
+        !self.by.starts_with(ONLY_ONE)
     }
 }
 
-/// [`DiscoveredServer::chosen_by`] of the only server on a node.
+/// How [`DiscoveredServer::by`] begins for the only server on a node, a guess said as such;
+/// what follows says why the guess is allowed.
 pub const ONLY_ONE: &str = "the only inference server on this node";

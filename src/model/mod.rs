@@ -375,15 +375,18 @@ impl Run {
     }
 
     /// Whether `line`, the first of a progress log's content after it was rewritten from its
-    /// start or replaced, begins a new run: it begins one, and not the one the log held (a
-    /// driver restarted into the same log prints the same header, and resumes its run).
-    pub fn is_new_run(&self, log: usize, line: &[u8]) -> bool {
+    /// start or `replaced` by another file, begins a new run: it begins one, and not the one
+    /// the log held. A driver restarted into the same file prints the same first lines and
+    /// resumes its run; a new file that begins a run is a new run even with the same first
+    /// line (the seed's driver begins every run with `Loading tokenizer from MODEL...`), as the
+    /// run id, made of the file's inode and first line, says (docs/many-nodes.md#run-ids).
+    pub fn is_new_run(&self, log: usize, line: &[u8], replaced: bool) -> bool {
         let stats = &self.logs[log];
         !stats.server
             && stats
                 .first_line
                 .as_ref()
-                .is_some_and(|old| *old != first_line_text(line))
+                .is_some_and(|old| replaced || *old != first_line_text(line))
             && crate::parse::starts_a_run(line)
     }
 
@@ -551,6 +554,16 @@ impl Run {
         });
         self.expect_collector("log");
         self.logs.len() - 1
+    }
+
+    /// The server is no longer the run's (discovery's guess was contradicted): nothing of it
+    /// is shown or judged any more, as if it had never been probed.
+    pub fn forget_server(&mut self) {
+        self.server = None;
+        self.server_generating_at = None;
+        self.server_working_at = None;
+        self.server_seen_at = None;
+        self.collectors.remove("server");
     }
 
     pub fn expect_collector(&mut self, name: &'static str) {

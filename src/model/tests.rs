@@ -328,20 +328,29 @@ fn a_new_first_line_that_begins_a_run_is_a_new_run() {
         ],
     );
     assert!(run.complete_said);
-    assert!(!run.is_new_run(0, b"Model: /models/m1"), "the same header");
     assert!(
-        !run.is_new_run(0, b"  5/10 (0 err) 2.0 req/s"),
-        "more progress"
+        !run.is_new_run(0, b"Model: /models/m1", false),
+        "the same header"
     );
-    assert!(!run.is_new_run(0, b"Traceback (most recent call last):"));
-    assert!(run.is_new_run(0, b"Model: /models/m2"));
-    assert!(run.is_new_run(0, b"Processing: C1 (LONG)"));
+    assert!(
+        run.is_new_run(0, b"Model: /models/m1", true),
+        "the same header in a new file"
+    );
+    for replaced in [false, true] {
+        assert!(
+            !run.is_new_run(0, b"  5/10 (0 err) 2.0 req/s", replaced),
+            "more progress"
+        );
+        assert!(!run.is_new_run(0, b"Traceback (most recent call last):", replaced));
+    }
+    assert!(run.is_new_run(0, b"Model: /models/m2", false));
+    assert!(run.is_new_run(0, b"Processing: C1 (LONG)", false));
     run.begin_new_run(0, b"Model: /models/m2", 10.0);
     assert!(run.partitions.is_empty() && !run.complete_said && run.model_name.is_none());
     assert_eq!(run.runs_started, 1);
     assert_eq!(run.logs[0].first_line.as_deref(), Some("Model: /models/m2"));
     assert!(
-        !run.is_new_run(0, b"Model: /models/m2"),
+        !run.is_new_run(0, b"Model: /models/m2", false),
         "now the run's own header"
     );
 }
@@ -355,10 +364,16 @@ fn a_run_begins_with_a_header_or_a_bar_at_nothing() {
         "B1: 10 prompts",
         "Running 10 requests (concurrency=2, max_tokens=8)...",
         "Processed prompts:   0%|          | 0/100 [00:00<?, ?it/s]",
+        // The seed's driver begins every run with its preamble.
+        "Loading tokenizer from /shared/kimi-k2.5-int4...",
+        "Vocab size: 163840",
+        "2026-12-04 19:03:44,620 INFO Loading tokenizer from /m...",
     ] {
         assert!(starts_a_run(start.as_bytes()), "{start}");
     }
     for more in [
+        "Vocab size: large",
+        "Loading tokenizer from ",
         "  3/10 (0 err) 1.0 req/s avg_comp=20tok ETA=7s",
         "Processed prompts:  30%|███       | 30/100 [00:03<00:07, 10.0it/s]",
         "WARNING something",

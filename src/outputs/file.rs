@@ -175,7 +175,7 @@ impl Followed {
                     },
                     Tailed::Counted { lines, bytes } => stats.add_plain(lines, bytes),
                     Tailed::Oversized => stats.add_oversized(),
-                    Tailed::Reset => {
+                    Tailed::Reset { .. } => {
                         *stats =
                             OutputStats::expecting(inspect.map_or(&[], |i| i.required_fields()));
                         if let Some((ids, slot)) = ids {

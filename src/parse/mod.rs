@@ -61,7 +61,8 @@ pub enum Event<'a> {
 
 /// Whether a log whose first line is `line` is a run beginning rather than one continuing (a
 /// rotated log's new file, which begins with more progress): a header (`Model:`,
-/// `Processing:`, `N prompts`, `Running N requests`) or a report of nothing done yet (a tqdm
+/// `Processing:`, `N prompts`, `Running N requests`, and the seed driver's preamble before
+/// them, `Loading tokenizer from …` and `Vocab size: N`) or a report of nothing done yet (a tqdm
 /// bar at 0). What a new run in the same folder is told by (docs/many-nodes.md#run-ids); a
 /// line neither format reads is no beginning.
 pub fn starts_a_run(line: &[u8]) -> bool {
@@ -70,6 +71,9 @@ pub fn starts_a_run(line: &[u8]) -> bool {
     let event = RunInference
         .parse(line)
         .or_else(|| Tqdm::default().parse(line));
+    if run_inference::is_preamble(line) {
+        return true;
+    }
     match event {
         Some(Event::Model(_) | Event::Partition { .. } | Event::Planned { .. }) => true,
         Some(Event::Running { .. }) => true,

@@ -1,6 +1,8 @@
 //! The `run_inference` format: what `run_inference.py`-style drivers print (`docs/formats.md`).
 //!
 //! ```text
+//! Loading tokenizer from /shared/kimi-k2.5-int4...
+//! Vocab size: 163840
 //! Model: /shared/kimi-k2.5-int4
 //! Processing: B1_glaive (SHORT)
 //! B1_glaive: 10000 prompts
@@ -41,6 +43,21 @@ impl RunInference {
         // only says which keyword form to try first, never that `NAME: N prompts` cannot match.
         keyword.or_else(|| planned(body))
     }
+}
+
+/// Whether `line` is the seed driver's preamble, printed before its `Model:` header as the
+/// first lines of every run: `Loading tokenizer from MODEL...`, `Vocab size: N`. It changes no
+/// figure; it tells a run beginning ([`super::starts_a_run`]).
+pub fn is_preamble(line: &[u8]) -> bool {
+    let body = without_logger_prefix(line.trim_ascii_start()).trim_ascii_end();
+    let loading = body
+        .strip_prefix(b"Loading tokenizer from ")
+        .is_some_and(|model| !trim(model).is_empty());
+    let vocab = body
+        .strip_prefix(b"Vocab size:")
+        .map(trim)
+        .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit));
+    loading || vocab
 }
 
 /// Python's logging levels, as `%(levelname)s` prints them.

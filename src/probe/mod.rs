@@ -195,6 +195,12 @@ impl Probes {
         if config.metrics_url != self.config.metrics_url {
             self.generated = None;
         }
+        if self.config.probes_server() && !config.probes_server() {
+            run.forget_server();
+            self.health = None;
+            self.health_asked = None;
+            self.last_health = None;
+        }
         self.config = config;
     }
 

@@ -116,24 +116,19 @@ impl Discovery {
             let Ok(mut found) = found else {
                 continue;
             };
-            // A driver or server no longer seen stays the one probed: its absence is what
-            // ProcessExited and ServerDown are for, not a reason to stop looking. Only the
-            // run's own next server (its driver's, or in its folder) replaces it, never one
-            // that is merely the only one left on the node.
-            if found.driver.is_none() {
+            // A driver no longer seen stays the one probed: its absence is what ProcessExited
+            // is for, not a reason to stop looking.
+            let driver_in_scan = found.driver.is_some();
+            let driver_seen = driver_in_scan || self.found.driver.is_some();
+            if !driver_in_scan {
                 found.driver = self.found.driver.clone();
             }
-            let replaces = |new: &DiscoveredServer| {
-                new.tied()
-                    || self
-                        .found
-                        .server
-                        .as_ref()
-                        .is_none_or(|old| old.pid == new.pid)
-            };
-            if !found.server.as_ref().is_some_and(replaces) {
-                found.server = self.found.server.clone();
-            }
+            found.server = next_server(
+                self.found.server.as_ref(),
+                found.server.take(),
+                driver_in_scan,
+                driver_seen,
+            );
             // The role is the start-up's: what a node is for does not change mid-run.
             found.role = self.found.role;
             if found == self.found {
@@ -162,6 +157,34 @@ impl Discovery {
         let mut merged = self.explicit.clone();
         apply(&self.found, &mut merged);
         merged.inputs(self.collectors)
+    }
+}
+
+/// The server the run follows after a scan that found `new` where `old` was followed
+/// (docs/configuration.md, "Which server is the run's"). A server tied to the run replaces any
+/// other, and stays when a scan no longer sees it: its absence is ServerDown's to tell. The only
+/// server on the node, a guess, never replaces a tied one, is not taken once a driver was seen
+/// that this scan misses (the run's "no driver yet" is over), and goes as soon as a scan that
+/// sees the driver does not take it (the driver talks to another server, or to none).
+fn next_server(
+    old: Option<&DiscoveredServer>,
+    new: Option<DiscoveredServer>,
+    driver_in_scan: bool,
+    driver_seen: bool,
+) -> Option<DiscoveredServer> {
+    let tied_old = old.filter(|o| o.tied());
+    match (new, tied_old) {
+        (Some(new), _) if new.tied() => Some(new),
+        // The same process, tied before: it keeps the reason it was taken for.
+        (Some(new), Some(o)) if o.pid == new.pid => Some(DiscoveredServer {
+            by: o.by.clone(),
+            ..new
+        }),
+        (_, Some(o)) => Some(o.clone()),
+        (Some(_), None) if driver_seen && !driver_in_scan => None,
+        (Some(new), None) => Some(new),
+        (None, None) if !driver_seen => old.cloned(),
+        (None, None) => None,
     }
 }
 
@@ -205,5 +228,61 @@ impl Followed {
             self.probes = now.probes.clone();
             let _ = to.probes.send(now.probes);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(pid: u32, by: &str) -> DiscoveredServer {
+        DiscoveredServer {
+            pid,
+            engine: "vllm".into(),
+            command: "vllm serve m".into(),
+            health_url: "http://127.0.0.1:8000/health".into(),
+            metrics_url: None,
+            log: None,
+            workers: Vec::new(),
+            by: by.into(),
+            serves_http: true,
+        }
+    }
+
+    #[test]
+    fn a_guess_goes_with_evidence_against_it_a_tied_server_stays() {
+        let only = || {
+            server(
+                7,
+                &format!("{} (no driver found yet)", crate::model::ONLY_ONE),
+            )
+        };
+        let tied = || server(8, "the run folder /run");
+        let pid = |s: Option<DiscoveredServer>| s.map(|s| s.pid);
+        // No driver yet: the guess is taken and kept while the scans say nothing else.
+        assert_eq!(pid(next_server(None, Some(only()), false, false)), Some(7));
+        assert_eq!(pid(next_server(Some(&only()), None, false, false)), Some(7));
+        // A scan that sees the driver and takes no server drops the guess.
+        assert_eq!(pid(next_server(Some(&only()), None, true, true)), None);
+        // A driver seen once and missed now (it ended): the only server is not taken.
+        assert_eq!(pid(next_server(None, Some(only()), false, true)), None);
+        // A tied server replaces the guess, is never replaced by one, and outlives its absence.
+        assert_eq!(
+            pid(next_server(Some(&only()), Some(tied()), true, true)),
+            Some(8)
+        );
+        assert_eq!(
+            pid(next_server(Some(&tied()), Some(only()), false, false)),
+            Some(8)
+        );
+        assert_eq!(pid(next_server(Some(&tied()), None, true, true)), Some(8));
+        // The tied server seen again only as the node's only one keeps its reason.
+        let again = next_server(
+            Some(&tied()),
+            Some(server(8, crate::model::ONLY_ONE)),
+            true,
+            true,
+        );
+        assert_eq!(again.unwrap().by, "the run folder /run");
     }
 }

@@ -74,8 +74,9 @@ pub enum Tailed<'a> {
     /// A line longer than the cap was dropped.
     Oversized,
     /// The file was truncated or replaced: what was read from the path before is gone from it,
-    /// and what follows is read from the new content's first byte.
-    Reset,
+    /// and what follows is read from the new content's first byte. `replaced`: another file
+    /// is at the path now (renamed, or removed and created anew), not the same one rewritten.
+    Reset { replaced: bool },
 }
 
 /// The result of one poll.
@@ -304,7 +305,7 @@ impl Follower {
                     if meta.len() < open.offset || rewritten {
                         self.stats.truncations += 1;
                         open.restart();
-                        on_line(Tailed::Reset);
+                        on_line(Tailed::Reset { replaced: false });
                     }
                 }
                 Some(_) => {
@@ -320,7 +321,7 @@ impl Follower {
                         self.draining.push(old);
                     }
                     self.stats.rotations += 1;
-                    on_line(Tailed::Reset);
+                    on_line(Tailed::Reset { replaced: true });
                     self.current = self.adopt(id)?;
                     self.switches += 1;
                 }
@@ -409,13 +410,14 @@ impl Follower {
                 self.current = Some(position.reopen(file));
             }
             _ => {
-                if position.id() == id {
-                    self.stats.truncations += 1;
-                } else {
+                let replaced = position.id() != id;
+                if replaced {
                     self.stats.rotations += 1;
                     self.switches += 1;
+                } else {
+                    self.stats.truncations += 1;
                 }
-                on_line(Tailed::Reset);
+                on_line(Tailed::Reset { replaced });
             }
         }
         Ok(())
@@ -686,7 +688,7 @@ mod tests {
                 bytes += b;
             }
             Tailed::Oversized => oversized += 1,
-            Tailed::Reset => panic!("nothing was truncated"),
+            Tailed::Reset { .. } => panic!("nothing was truncated"),
         })
         .unwrap();
         (lines, bytes, oversized)
@@ -738,7 +740,7 @@ mod tests {
         let (mut records, mut resets) = (0, 0);
         f.poll(u64::MAX, |t| match t {
             Tailed::Counted { lines, .. } => records += lines,
-            Tailed::Reset => resets += 1,
+            Tailed::Reset { .. } => resets += 1,
             Tailed::Line(_) | Tailed::Oversized => {}
         })
         .unwrap();

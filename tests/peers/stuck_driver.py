@@ -5,7 +5,7 @@
     stuck_driver.py LOG threads PORT  8 pool threads wait on it in urllib, the main thread on them
 
 It writes run_inference progress lines for partition B1 first, so the sidecar sees progress
-stop. tests/stacks.rs finds the lines below by their `# stuck here` markers.
+stop. tests/it/stacks.rs finds the lines below by their `# stuck here` markers.
 """
 
 import asyncio

@@ -15,7 +15,7 @@ run_dir, model = Path(sys.argv[1]), sys.argv[2]
 # 0% and 100% on two cores.
 PARTITIONS = {"P1": 40, "P2": 24}
 TOPICS = ["a lighthouse keeper", "a hash map in Python", "CUDA out of memory", "the lazy dog"]
-# The engine settings the tests serve the tiny model with (tests/vllm.rs).
+# The engine settings the tests serve the tiny model with (tests/it/vllm.rs).
 ENGINE = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
           "--max-num-seqs", "4", "--num-gpu-blocks-override", "5"]
 

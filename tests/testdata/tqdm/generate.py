@@ -1,5 +1,5 @@
 """Writes progress logs with the real tqdm library, one file per shape, and a manifest of the
-true figures fed to it: usage `generate.py DIR`. Run by tests/tqdm.rs (Debian's python3-tqdm,
+true figures fed to it: usage `generate.py DIR`. Run by tests/it/tqdm.rs (Debian's python3-tqdm,
 under /usr/bin/python3); `generate.py tests/testdata/tqdm` refreshes the committed samples.
 
 tqdm's clock is replaced by a fake one, so every rate is exactly what the case says: with

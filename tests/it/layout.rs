@@ -1,0 +1,274 @@
+//! The top-level modules of `src/`, folders and single files alike, import each other one way
+//! only: a module that reaches itself through others (`alert/` → `status/` → `alert/`, or
+//! `config` → `run_identity.rs` → `config`) is a loop this test names, with the files that
+//! make each step. Comments do not count; `crate::x` in code does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Module → module it uses → the files of the first that use it.
+type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every `crate::NAME` in a file's code, comments left out.
+fn uses(source: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in source.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// The top-level modules: each folder with its files, each single file but the crate roots.
+fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(src).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&path, &mut files);
+            out.insert(name, files);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            if stem != "lib" && stem != "main" {
+                out.insert(stem.to_owned(), vec![path]);
+            }
+        }
+    }
+    out
+}
+
+fn module_edges(src: &Path) -> Edges {
+    let modules = modules(src);
+    let mut edges = Edges::new();
+    for (module, files) in &modules {
+        for file in files {
+            let source = std::fs::read_to_string(file).unwrap();
+            for used in uses(&source) {
+                if used != *module && modules.contains_key(&used) {
+                    let shown = file.strip_prefix(src).unwrap().display().to_string();
+                    edges
+                        .entry(module.clone())
+                        .or_default()
+                        .entry(used)
+                        .or_default()
+                        .insert(shown);
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Every loop, each said as its steps with the files that make them.
+fn loops(edges: &Edges) -> Vec<String> {
+    edges
+        .keys()
+        .filter_map(|module| loop_through(edges, module))
+        .map(|path| {
+            let steps: Vec<String> = path
+                .windows(2)
+                .map(|w| format!("{} → {} ({:?})", w[0], w[1], edges[&w[0]][&w[1]]))
+                .collect();
+            steps.join(", ")
+        })
+        .collect()
+}
+
+/// A path from `from` back to itself, if there is one.
+fn loop_through(edges: &Edges, from: &str) -> Option<Vec<String>> {
+    let mut stack = vec![vec![from.to_owned()]];
+    let mut seen = BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last().unwrap();
+        for next in edges.get(last).into_iter().flat_map(|e| e.keys()) {
+            if next == from {
+                let mut found = path.clone();
+                found.push(next.clone());
+                return Some(found);
+            }
+            if seen.insert(next.clone()) {
+                let mut longer = path.clone();
+                longer.push(next.clone());
+                stack.push(longer);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_of_src_reaches_itself_through_its_imports() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    assert!(
+        edges.len() > 5,
+        "the modules' imports were not found: {edges:?}"
+    );
+    let found = loops(&edges);
+    assert!(found.is_empty(), "import loops:\n{}", found.join("\n"));
+}
+
+/// A circle made on purpose in a scratch copy of `src/`: the ground floor (`paths.rs`)
+/// reaching up to the command line is caught, through a single-file module.
+#[test]
+fn a_circle_made_on_purpose_is_caught() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(&src, scratch.path());
+    let paths = scratch.path().join("paths.rs");
+    let mut text = std::fs::read_to_string(&paths).unwrap();
+    text.push_str("\n#[allow(unused_imports)]\nuse crate::cli::Cli;\n");
+    std::fs::write(&paths, text).unwrap();
+    let found = loops(&module_edges(scratch.path()));
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains("paths → cli") && l.contains("paths.rs")),
+        "{found:?}"
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_loop_is_found_and_comments_do_not_count() {
+    assert_eq!(
+        uses("use crate::alert::x; // crate::status\nlet y = crate::model::Run::new();"),
+        ["alert", "model"].map(str::to_owned).into()
+    );
+    let mut edges = Edges::new();
+    for (a, b) in [("alert", "status"), ("status", "rules"), ("rules", "alert")] {
+        edges
+            .entry(a.into())
+            .or_default()
+            .insert(b.into(), BTreeSet::new());
+    }
+    assert_eq!(
+        loop_through(&edges, "alert"),
+        Some(
+            ["alert", "status", "rules", "alert"]
+                .map(str::to_owned)
+                .into()
+        )
+    );
+    edges.get_mut("rules").unwrap().clear();
+    assert_eq!(loop_through(&edges, "alert"), None);
+}
+
+/// The top layer: the configuration and the command line, and the wiring that takes a
+/// configuration (the sidecar, the demo) or a command line (the remote clients). The layers
+/// below take plain values from it and import none of it.
+const TOP: [&str; 5] = ["config", "cli", "sidecar", "demo", "remote"];
+
+#[test]
+fn nothing_below_the_top_layer_imports_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    let reaching_up: Vec<String> = edges
+        .iter()
+        .filter(|(module, _)| !TOP.contains(&module.as_str()))
+        .flat_map(|(module, used)| {
+            used.iter()
+                .filter(|(u, _)| TOP.contains(&u.as_str()))
+                .map(move |(u, files)| format!("{module} → {u} ({files:?})"))
+        })
+        .collect();
+    assert!(
+        reaching_up.is_empty(),
+        "modules below the top layer that import it:\n{}",
+        reaching_up.join("\n")
+    );
+    assert!(
+        edges["sidecar"].contains_key("config"),
+        "the sidecar takes its configuration: {:?}",
+        edges["sidecar"]
+    );
+}
+
+/// Each module's floor: one above the highest floor it imports (0 for one that imports
+/// nothing of the crate). Only meaningful without loops, which the test above rules out.
+fn floors(edges: &Edges, modules: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    fn floor(m: &str, edges: &Edges, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(f) = memo.get(m) {
+            return *f;
+        }
+        memo.insert(m.to_owned(), 0);
+        let f = edges
+            .get(m)
+            .into_iter()
+            .flat_map(|e| e.keys())
+            .map(|u| floor(u, edges, memo) + 1)
+            .max()
+            .unwrap_or(0);
+        memo.insert(m.to_owned(), f);
+        f
+    }
+    let mut memo = BTreeMap::new();
+    for m in modules {
+        floor(m, edges, &mut memo);
+    }
+    memo
+}
+
+/// `docs/architecture.md`'s picture of the floors is the code's.
+#[test]
+fn the_architecture_docs_picture_of_the_layers_is_the_codes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let modules: BTreeSet<String> = modules(&src).into_keys().collect();
+    let floors = floors(&module_edges(&src), &modules);
+    let top = floors.values().copied().max().unwrap();
+    let picture: String = (0..=top)
+        .rev()
+        .map(|f| {
+            let on: Vec<&str> = floors
+                .iter()
+                .filter(|(_, at)| **at == f)
+                .map(|(m, _)| m.as_str())
+                .collect();
+            format!("{f}: {}\n", on.join(", "))
+        })
+        .collect();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let drawn = doc
+        .split_once("<!-- layers: checked by tests/it/layout.rs -->\n```\n")
+        .and_then(|(_, rest)| rest.split_once("```\n<!-- /layers -->"))
+        .map(|(block, _)| block)
+        .expect("docs/architecture.md has the layers picture");
+    assert_eq!(
+        drawn, picture,
+        "docs/architecture.md's layers differ from the code's"
+    );
+}
