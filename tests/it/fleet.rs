@@ -107,9 +107,18 @@ fn is_run_id(id: &str) -> bool {
     id.len() == 12 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// A sidecar's `pulse_run_info`, checked against its run and role; returns its run id.
+/// A sidecar's `pulse_run_info`, checked against its run and role; returns its run id. A node
+/// that follows the run's log gives the id read from it, which its run-id source reads on a
+/// thread of its own soon after start; until then the id is the run name's alone.
 fn check_run_info(sidecar: &Sidecar, node: &str, run: &str, role: &str) -> String {
-    let m = sidecar.metrics();
+    let named = pipeline_pulse::run_identity::named_id(run);
+    let m = if role == "driver" {
+        sidecar.wait_metrics(&format!("{node}'s run id read from its log"), |m| {
+            run_info(m).is_some_and(|i| i.get("run_id") != Some(&named))
+        })
+    } else {
+        sidecar.metrics()
+    };
     let info = run_info(&m).unwrap_or_else(|| {
         panic!(
             "{node} should export pulse_run_info{{run=\"{run}\",role=\"{role}\"}}, it exports none:\n{}",
