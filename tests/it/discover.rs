@@ -492,3 +492,57 @@ fn a_worker_node_is_found_by_its_node_rank() {
         "a rank above 0 serves no HTTP of its own: no server URL should be proposed, got {got:?}"
     );
 }
+
+/// A server the run does not use (a colleague's, the next job's warming up) is not the run's:
+/// the driver neither talks to it nor shares the run folder with it, so it is not probed, not
+/// shown, and `/status` says why it was passed over, whatever else serves on the node. (On a
+/// node where it is the only server, discover/procs.rs' unit tests hold the rule.)
+#[test]
+fn a_server_the_run_does_not_use_is_not_the_runs() {
+    let run = run_folder();
+    let elsewhere = run._dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let other = FakeServer::start(Engine::Vllm, &[], &elsewhere, true);
+    let root = run.root.display().to_string();
+    let sidecar = Sidecar::run(&[
+        "--run-dir",
+        &root,
+        "--discover-interval",
+        "1s",
+        "--probe-interval",
+        "200ms",
+        "--gpu",
+        "off",
+    ]);
+    let pid = other.pid();
+    let status = wait_status(
+        &sidecar,
+        &format!("discovery to pass over the server pid {pid}"),
+        |st| {
+            st["discovered"]["notes"].as_array().is_some_and(|notes| {
+                notes
+                    .iter()
+                    .any(|n| n.to_string().contains(&format!("pid {pid} ")))
+            })
+        },
+    );
+    assert!(
+        status["discovered"]["server"].is_null() && status["server"].is_null(),
+        "the driver does not talk to it and it is not in the run folder: {}",
+        status["discovered"]
+    );
+    let m = sidecar.wait_metrics("the run read", |m| {
+        m.get("pulse_run_requests_completed", "") == Some(70.0)
+    });
+    assert_eq!(m.get("pulse_server_up", ""), None, "{}", m.0);
+    assert!(
+        !m.0.contains("pulse_server_running_requests"),
+        "none of its figures is the run's:\n{}",
+        m.0
+    );
+    let text = discover(&run.root);
+    assert!(
+        text.get("server_health_url").is_none(),
+        "`discover` proposes no server URL: {text:?}"
+    );
+}
