@@ -6,6 +6,7 @@
 //! folder of thousands of files does not come near the limit; this is the net for what is left
 //! (a lower hard limit, other sources, many connections), so that `/metrics` keeps answering.
 
+use crate::lock::Locked;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -54,7 +55,7 @@ pub fn note(e: &io::Error) -> bool {
         return false;
     }
     let total = EXHAUSTED.fetch_add(1, Ordering::Relaxed) + 1;
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    let mut said = SAID.locked();
     let due = said.is_none_or(|(at, _)| at.elapsed() >= SAY_EVERY);
     if due {
         let since = said.map_or(total, |(_, then)| total - then);

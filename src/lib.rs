@@ -2,12 +2,14 @@
 //!
 //! Data flows one way: sources ([`tail`] + [`parse`] in [`log_source`]) → [`model`] →
 //! outputs ([`metrics`] over [`http`]). The model and the parsers are pure; I/O lives at the
-//! edges. `main.rs` only parses the command line and calls [`sidecar`] or [`demo`].
+//! edges. `main.rs` hands the command line to [`commands`], which runs [`sidecar`], [`demo`]
+//! and the one-shot commands.
 
 pub mod alert;
 pub mod cli;
 pub mod clock;
 pub mod collectors;
+pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod discover;
@@ -16,6 +18,7 @@ pub mod gpu;
 pub mod http;
 pub mod http_client;
 pub mod human;
+pub mod lock;
 pub mod log_source;
 pub mod metrics;
 pub mod model;

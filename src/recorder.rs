@@ -5,6 +5,7 @@
 //! seconds. A kill loses at most the points since the last save, which shows as a gap.
 
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::history::History;
 use crate::model::Run;
 use crate::state::StateDir;
@@ -45,11 +46,7 @@ pub fn save(run: &Mutex<Run>, state: Option<&StateDir>) {
         return;
     };
     // Copied under the lock, written outside it: a scrape never waits for the disk.
-    let history = run
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .history
-        .clone();
+    let history = run.locked().history.clone();
     if let Err(e) = state.save_json(SAVED, &history) {
         let path = state.path(SAVED);
         tracing::warn!(
@@ -76,18 +73,14 @@ pub async fn run_every(
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let resolution = run
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .history
-        .resolution;
+    let resolution = run.locked().history.resolution;
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(resolution));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut saved_at = tokio::time::Instant::now();
     loop {
         ticks.tick().await;
         {
-            let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut guard = run.locked();
             let run = &mut *guard;
             let mut history = std::mem::take(&mut run.history);
             history.sample(run, clock::now());

@@ -1,6 +1,7 @@
 //! The run's id read into the model as any input is: a source on its own thread (the
 //! progress log may be on a mount that hangs), polled every few seconds (docs/many-nodes.md#run-ids).
 
+use crate::lock::Locked;
 use crate::model::Run;
 use crate::run_identity::RunIdentity;
 use crate::source::Source;
@@ -33,7 +34,7 @@ impl RunIdSource {
 impl Source for RunIdSource {
     fn poll(&mut self) {
         let (runs_started, known) = {
-            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = self.run.locked();
             (run.runs_started, run.run_id.as_ref().map(|(_, n)| *n))
         };
         let wanted = match (&self.read, self.follows_log) {
@@ -59,7 +60,7 @@ impl Source for RunIdSource {
             }
         }
         let id = self.identity.id_of(&head);
-        self.run.lock().unwrap_or_else(|e| e.into_inner()).run_id = Some((id, runs_started));
+        self.run.locked().run_id = Some((id, runs_started));
         self.read = Some(head);
     }
 

@@ -17,6 +17,7 @@ pub use super::settings::{AlertConfig, Delivery};
 use super::silence::Store;
 use crate::clock;
 use crate::http_client::Client;
+use crate::lock::Locked;
 use crate::model::stacks::Captures;
 use crate::model::{AlertState, Run};
 use crate::rules::{self, History};
@@ -101,7 +102,7 @@ impl Engine {
             );
         }
         {
-            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = run.locked();
             seed_notification_counters(&config, &mut run);
             if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
                 run.stacks = Some(Arc::new(stacks));
@@ -150,7 +151,7 @@ impl Engine {
             }
             if waiting && unread.load(Ordering::Acquire) > 0 {
                 if started.elapsed() < FIRST_READ_LIMIT {
-                    let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut run = self.run.locked();
                     run.alert_rounds.waiting += 1;
                     continue;
                 }
@@ -171,7 +172,7 @@ impl Engine {
 
     /// Evaluates the rules and steps the lifecycle: what this round has to say.
     fn decide(&mut self, now: f64) -> Round {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         run.alert_rounds.evaluated += 1;
         if run.runs_started != self.saved.runs_started {
             // A new run in the log's place: its partitions and its end are told anew.
@@ -272,8 +273,7 @@ impl Engine {
         let Some(tool) = self.config.stacks.clone() else {
             return;
         };
-        let targets =
-            crate::stacks::targets::of(&self.run.lock().unwrap_or_else(|e| e.into_inner()));
+        let targets = crate::stacks::targets::of(&self.run.locked());
         if targets.is_empty() {
             tracing::info!("{reason}: no driver or server process is known, so no stacks are taken (--process-match, --run-dir)");
             return;
@@ -298,7 +298,7 @@ impl Engine {
                 tracing::warn!("cannot keep the stacks in the state directory: {e}");
             }
         }
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         run.stacks = Some(captured);
         // The rules again: the driver's stacks may name the cause better than the probes.
         let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
@@ -322,12 +322,7 @@ impl Engine {
         let t0 = now - super::chart::WINDOW;
         // The window's points, copied under the lock; drawn outside it, so no scrape waits
         // for a picture.
-        let history = self
-            .run
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .history
-            .window(t0);
+        let history = self.run.locked().history.window(t0);
         let history = &history;
         let rate: Vec<f64> = history
             .run
@@ -362,10 +357,7 @@ impl Engine {
                     channel = EMAIL,
                     "the alert email goes without its chart: {e}"
                 );
-                self.run
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .chart_failures += 1;
+                self.run.locked().chart_failures += 1;
                 email
             }
         }
@@ -378,43 +370,72 @@ impl Engine {
         status: &Status,
         now: f64,
     ) -> Vec<Outgoing> {
-        let mut out = Vec::new();
         let alerts: Vec<String> = notifications
             .iter()
             .map(|n| n.condition.alert.to_string())
             .collect();
+        let mut out: Vec<Outgoing> = self
+            .outgoing_email(notifications, status, &alerts, now)
+            .into_iter()
+            .collect();
+        out.extend(self.outgoing_http(notifications, status, &alerts, now));
+        out
+    }
+
+    /// The alert email for these notifications, where there is an email channel and anything
+    /// to tell.
+    fn outgoing_email(
+        &mut self,
+        notifications: &[Notification],
+        status: &Status,
+        alerts: &[String],
+        now: f64,
+    ) -> Option<Outgoing> {
         let context = &self.config.context;
-        if let (Some(delivery), false) = (&self.config.delivery, notifications.is_empty()) {
-            let mut email = self.illustrated(
-                email::render(notifications, status, context, now),
-                notifications,
-                now,
-            );
-            if email::stacks_shown(notifications, status).is_some() {
-                let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-                email.stacks = run
-                    .stacks
-                    .as_deref()
-                    .map(|c| crate::stacks::dump(c, STACKS_ATTACHMENT));
-            }
-            self.saved.next_id += 1;
-            let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
-            match delivery::compose(
-                &email,
-                &delivery.from,
-                &delivery.to,
-                alerts.clone(),
-                id,
-                &context.host,
-            ) {
-                Ok(message) => out.push(message),
-                Err(e) => tracing::error!(
+        let (Some(delivery), false) = (&self.config.delivery, notifications.is_empty()) else {
+            return None;
+        };
+        let mut email = self.illustrated(
+            email::render(notifications, status, context, now),
+            notifications,
+            now,
+        );
+        if email::stacks_shown(notifications, status).is_some() {
+            let run = self.run.locked();
+            email.stacks = run.stacks.as_deref().map(|c| c.dump(STACKS_ATTACHMENT));
+        }
+        self.saved.next_id += 1;
+        let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);
+        match delivery::compose(
+            &email,
+            &delivery.from,
+            &delivery.to,
+            alerts.to_vec(),
+            id,
+            &context.host,
+        ) {
+            Ok(message) => Some(message),
+            Err(e) => {
+                tracing::error!(
                     channel = EMAIL,
                     alert = %alert_names(alerts.iter().map(String::as_str)),
                     "cannot compose the alert email: {e}"
-                ),
+                );
+                None
             }
         }
+    }
+
+    /// What each HTTP channel (Alertmanager, webhooks, Slack) gets for these notifications.
+    fn outgoing_http(
+        &mut self,
+        notifications: &[Notification],
+        status: &Status,
+        alerts: &[String],
+        now: f64,
+    ) -> Vec<Outgoing> {
+        let context = &self.config.context;
+        let mut out = Vec::new();
         let interval = self.config.interval.as_secs_f64();
         // Alertmanager wants every firing alert again before the last copy expires, and each
         // change at once.
@@ -462,7 +483,7 @@ impl Engine {
                 }
                 Shape::Alertmanager | Shape::Slack if !notifications.is_empty() => (
                     payload::from_notifications(notifications, context, interval, now),
-                    alerts.clone(),
+                    alerts.to_vec(),
                 ),
                 _ => continue,
             };
@@ -563,7 +584,7 @@ impl Engine {
             }
         };
         {
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = self.run.locked();
             for alert in &message.alerts {
                 count(&mut run, alert, result, &message.channel);
             }

@@ -7,6 +7,7 @@
 
 use crate::clock;
 use crate::http_client::{self, Client, Url};
+use crate::lock::Locked;
 use crate::model::Run;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +25,7 @@ fn down(run: &Run) -> Vec<&'static str> {
     run.collectors
         .iter()
         .filter(|(_, c)| !c.up)
-        .map(|(name, _)| *name)
+        .map(|(collector, _)| collector.name())
         .collect()
 }
 
@@ -51,7 +52,7 @@ pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
 }
 
 async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
-    let down = down(&run.lock().unwrap_or_else(|e| e.into_inner()));
+    let down = down(&run.locked());
     let url = if down.is_empty() {
         &config.url
     } else {
@@ -60,7 +61,7 @@ async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
     match http_client::get_with(client, url, config.timeout, 64 * 1024).await {
         Ok((status, _)) if (200..300).contains(&status) => {
             if down.is_empty() {
-                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                let mut run = run.locked();
                 run.heartbeat_last_success = Some(clock::now());
             } else {
                 tracing::info!(
@@ -106,8 +107,8 @@ mod tests {
     #[test]
     fn a_collector_down_is_named() {
         let mut run = Run::default();
-        run.set_collector("log", true, 0.0);
-        run.set_collector("gpu", false, 0.0);
+        run.set_collector(crate::collectors::Collector::Log, true, 0.0);
+        run.set_collector(crate::collectors::Collector::Gpu, false, 0.0);
         assert_eq!(down(&run), ["gpu"]);
     }
 }

@@ -84,6 +84,26 @@ impl Lifecycle {
         repeat: f64,
         now: Seconds,
     ) -> Vec<Notification> {
+        let seen = self.track(conditions, rules, now);
+        let mut out = self.resolve_gone(&seen, now);
+        out.extend(self.due(repeat, now));
+        out.sort_by_key(|n| match n.kind {
+            Kind::Firing => 0,
+            Kind::Reminder => 1,
+            Kind::Resolved { .. } => 2,
+            Kind::Notice => 3,
+        });
+        out
+    }
+
+    /// Takes this evaluation's conditions into the tracked alerts, each firing once its `for`
+    /// has run; returns their keys.
+    fn track(
+        &mut self,
+        conditions: Vec<Condition>,
+        rules: &Rules,
+        now: Seconds,
+    ) -> BTreeSet<String> {
         // A notice that tells of one episode (a pass's duplicates) may be told again once its
         // condition went away and came back.
         let present: BTreeSet<String> = conditions.iter().map(Condition::key).collect();
@@ -109,15 +129,19 @@ impl Lifecycle {
             }
             seen.insert(key);
         }
+        seen
+    }
 
-        let mut out = Vec::new();
-        // Gone: resolved if anyone was told it fired; otherwise forgotten quietly.
+    /// The tracked alerts whose condition is gone: resolved if anyone was told it fired;
+    /// otherwise forgotten quietly.
+    fn resolve_gone(&mut self, seen: &BTreeSet<String>, now: Seconds) -> Vec<Notification> {
         let gone: Vec<String> = self
             .alerts
             .keys()
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
+        let mut out = Vec::new();
         for key in gone {
             let t = self.alerts.remove(&key).expect("listed above");
             if let (Some(firing_since), Some(_)) = (t.firing_since, t.last_notified) {
@@ -132,10 +156,16 @@ impl Lifecycle {
                 });
             }
         }
+        out
+    }
 
+    /// What the firing alerts owe now: a notice once, a page when it begins firing, a
+    /// reminder every `repeat` seconds.
+    fn due(&mut self, repeat: f64, now: Seconds) -> Vec<Notification> {
         // An alert holds back the ones it explains while its condition holds, its `for`
         // still running included: with equal thresholds the cause's page is the only one.
         let inhibitors: Vec<AlertName> = self.alerts.values().map(|t| t.condition.alert).collect();
+        let mut out = Vec::new();
         let mut notices = Vec::new();
         for (key, t) in &mut self.alerts {
             let Some(firing_since) = t.firing_since else {
@@ -170,12 +200,6 @@ impl Lifecycle {
             self.alerts.remove(&key);
             self.notices_sent.insert(key);
         }
-        out.sort_by_key(|n| match n.kind {
-            Kind::Firing => 0,
-            Kind::Reminder => 1,
-            Kind::Resolved { .. } => 2,
-            Kind::Notice => 3,
-        });
         out
     }
 

@@ -5,6 +5,7 @@
 
 use super::lifecycle::{Kind, Notification};
 use super::{AlertName, Condition};
+use crate::lock::Locked;
 use crate::model::Seconds;
 use crate::state::StateDir;
 use serde::{Deserialize, Serialize};
@@ -199,7 +200,7 @@ impl Store {
 
     /// Runs `change` on the silences, and saves them if it changed anything.
     pub fn with<R>(&self, change: impl FnOnce(&mut Silences) -> R) -> R {
-        let mut silences = self.silences.lock().unwrap_or_else(|e| e.into_inner());
+        let mut silences = self.silences.locked();
         let before = silences.clone();
         let out = change(&mut silences);
         if *silences != before {

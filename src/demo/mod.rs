@@ -168,45 +168,14 @@ pub fn simulate(
             let _ = server.flush();
         }
     };
-    fs::create_dir_all(layout.log.parent().expect("log has a parent"))?;
-    // A fresh run each time: the demo is not a resumed pipeline.
-    let _ = fs::remove_file(&layout.log);
-    previous_run(layout)?;
-    for p in &PARTITIONS {
-        let path = layout.responses(p.name);
-        let folder = path.parent().expect("has a parent");
-        fs::create_dir_all(folder)?;
-        File::create(&path)?;
-        // The prompts are prepared before the run starts, as a real pipeline's are.
-        let mut prompts = BufWriter::new(File::create(folder.join("prompts.jsonl"))?);
-        for i in 1..=p.prompts {
-            writeln!(
-                prompts,
-                r#"{{"id":"{}-{i}","prompt":"Simulated prompt {i}"}}"#,
-                p.name
-            )?;
-        }
-        prompts.flush()?;
-    }
+    prepare(layout)?;
     let mut log = Log(BufWriter::new(
         OpenOptions::new()
             .create(true)
             .append(true)
             .open(&layout.log)?,
     ));
-    let pause = |simulated: f64| -> bool {
-        let mut left = Duration::from_secs_f64(simulated / speed);
-        // Sleep in slices so Ctrl-C and --duration stop the writer promptly.
-        while !left.is_zero() {
-            if stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let slice = left.min(Duration::from_millis(100));
-            std::thread::sleep(slice);
-            left -= slice;
-        }
-        !stop.load(Ordering::Relaxed)
-    };
+    let pause = |simulated: f64| pause(simulated / speed, stop);
     log.line("Loading tokenizer from /shared/kimi-k2.5-int4...")?;
     log.line("Vocab size: 163840")?;
     log.line("Model: /shared/kimi-k2.5-int4")?;
@@ -220,14 +189,19 @@ pub fn simulate(
         let mut incident = p.incident;
         'attempt: loop {
             log.header(p)?;
-            let (mut done, mut errors, mut elapsed, mut tokens) = (0u64, 0u64, 0.0f64, 0.0f64);
-            while done < p.prompts {
+            let mut a = Attempt {
+                done: 0,
+                errors: 0,
+                elapsed: 0.0,
+                tokens: 0.0,
+            };
+            while a.done < p.prompts {
                 if !pause(STEP_SECONDS) {
                     return Ok(());
                 }
-                elapsed += STEP_SECONDS;
+                a.elapsed += STEP_SECONDS;
                 if let Some((at, kind)) = incident {
-                    if done as f64 >= at * p.prompts as f64 {
+                    if a.done as f64 >= at * p.prompts as f64 {
                         incident = None;
                         match kind {
                             Incident::Stall => {
@@ -236,7 +210,7 @@ pub fn simulate(
                                 if !pause(STALL_SECONDS) {
                                     return Ok(());
                                 }
-                                elapsed += STALL_SECONDS;
+                                a.elapsed += STALL_SECONDS;
                             }
                             Incident::Crash => {
                                 log.crash()?;
@@ -249,35 +223,14 @@ pub fn simulate(
                         }
                     }
                 }
-                let rate = BASE_RATE * p.concurrency as f64 / 150.0;
-                let batch = ((rate * STEP_SECONDS) * (0.6 + 0.8 * rng.unit())).round() as u64;
-                let before = tokens;
-                let left = p.prompts - done;
-                for _ in 0..batch.min(left) {
-                    done += 1;
-                    let n = (p.avg_tokens * (0.3 + 1.4 * rng.unit())) as u64;
-                    let failed = rng.unit() < 0.002;
-                    errors += u64::from(failed);
-                    tokens += n as f64;
-                    record(&mut responses, p, done, n, failed, rng.unit() < 0.03)?;
-                    if done % REPORT_EVERY == 0 || done == p.prompts {
-                        let rps = done as f64 / elapsed;
-                        let eta = (p.prompts - done) as f64 / rps;
-                        log.line(&format!(
-                            "  {done}/{} ({errors} err) {rps:.1} req/s avg_comp={:.0}tok ETA={}",
-                            p.prompts,
-                            tokens / done as f64,
-                            eta_text(eta)
-                        ))?;
-                    }
-                }
-                responses.flush()?;
-                let running = (p.prompts - done).min(p.concurrency);
-                let queued = (p.prompts - done).saturating_sub(p.concurrency);
+                let before = a.tokens;
+                step(p, &mut a, &mut rng, &mut responses, &mut log)?;
+                let running = (p.prompts - a.done).min(p.concurrency);
+                let queued = (p.prompts - a.done).saturating_sub(p.concurrency);
                 tell(
                     running as f64,
                     queued as f64,
-                    (tokens - before) / STEP_SECONDS,
+                    (a.tokens - before) / STEP_SECONDS,
                 );
             }
             break;
@@ -287,6 +240,88 @@ pub fn simulate(
     log.line("All partitions complete.")?;
     tell(0.0, 0.0, 0.0);
     Ok(())
+}
+
+/// The run folder as the pipeline finds it when it starts: no log yet (a fresh run each time:
+/// the demo is not a resumed pipeline), an earlier run's partition, and each partition's empty
+/// output file beside its prompts, prepared before the run as a real pipeline's are.
+fn prepare(layout: &Layout) -> io::Result<()> {
+    fs::create_dir_all(layout.log.parent().expect("log has a parent"))?;
+    let _ = fs::remove_file(&layout.log);
+    previous_run(layout)?;
+    for p in &PARTITIONS {
+        let path = layout.responses(p.name);
+        let folder = path.parent().expect("has a parent");
+        fs::create_dir_all(folder)?;
+        File::create(&path)?;
+        let mut prompts = BufWriter::new(File::create(folder.join("prompts.jsonl"))?);
+        for i in 1..=p.prompts {
+            writeln!(
+                prompts,
+                r#"{{"id":"{}-{i}","prompt":"Simulated prompt {i}"}}"#,
+                p.name
+            )?;
+        }
+        prompts.flush()?;
+    }
+    Ok(())
+}
+
+/// Sleeps `seconds` of real time, in slices so that Ctrl-C and `--duration` stop the writer
+/// promptly; false once `stop` is set.
+fn pause(seconds: f64, stop: &AtomicBool) -> bool {
+    let mut left = Duration::from_secs_f64(seconds);
+    while !left.is_zero() {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let slice = left.min(Duration::from_millis(100));
+        std::thread::sleep(slice);
+        left -= slice;
+    }
+    !stop.load(Ordering::Relaxed)
+}
+
+/// Where one attempt at a partition stands.
+struct Attempt {
+    done: u64,
+    errors: u64,
+    elapsed: f64,
+    tokens: f64,
+}
+
+/// One simulated step of a partition: a batch of records written, and the log's progress
+/// line every `REPORT_EVERY` records.
+fn step(
+    p: &Partition,
+    a: &mut Attempt,
+    rng: &mut Lcg,
+    responses: &mut BufWriter<File>,
+    log: &mut Log,
+) -> io::Result<()> {
+    let rate = BASE_RATE * p.concurrency as f64 / 150.0;
+    let batch = ((rate * STEP_SECONDS) * (0.6 + 0.8 * rng.unit())).round() as u64;
+    for _ in 0..batch.min(p.prompts - a.done) {
+        a.done += 1;
+        let n = (p.avg_tokens * (0.3 + 1.4 * rng.unit())) as u64;
+        let failed = rng.unit() < 0.002;
+        a.errors += u64::from(failed);
+        a.tokens += n as f64;
+        record(responses, p, a.done, n, failed, rng.unit() < 0.03)?;
+        if a.done.is_multiple_of(REPORT_EVERY) || a.done == p.prompts {
+            let rps = a.done as f64 / a.elapsed;
+            let eta = (p.prompts - a.done) as f64 / rps;
+            log.line(&format!(
+                "  {}/{} ({} err) {rps:.1} req/s avg_comp={:.0}tok ETA={}",
+                a.done,
+                p.prompts,
+                a.errors,
+                a.tokens / a.done as f64,
+                eta_text(eta)
+            ))?;
+        }
+    }
+    responses.flush()
 }
 
 /// One partition's records from an earlier run, last written a day ago, with no plan and no

@@ -7,6 +7,7 @@
 //! During the stall the pipeline sends requests still running at 0 tok/s: the server is
 //! wedged, as a real one with a stuck collective is. End of stdin ends the server.
 
+use crate::lock::Locked;
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -34,7 +35,7 @@ pub fn main(args: &[String]) -> std::io::Result<()> {
     let shared = state.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let state = *shared.lock().unwrap_or_else(|e| e.into_inner());
+            let state = *shared.locked();
             let _ = answer(stream, state);
         }
     });
@@ -48,7 +49,7 @@ pub fn main(args: &[String]) -> std::io::Result<()> {
         let [running, queued, tokens_per_second] = figures[..] else {
             continue;
         };
-        *state.lock().unwrap_or_else(|e| e.into_inner()) = State {
+        *state.locked() = State {
             running,
             queued,
             tokens_per_second,

@@ -11,6 +11,7 @@ pub use nvml::{check, start_xid_watcher, NvmlReader};
 pub use simulated::Simulated;
 
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::Run;
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
 use std::sync::{mpsc, Arc, Mutex};
@@ -45,9 +46,8 @@ impl GpuSource {
         processes: bool,
         timeout: Duration,
     ) -> GpuSource {
-        run.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .expect_collector("gpu");
+        run.locked()
+            .expect_collector(crate::collectors::Collector::Gpu);
         let (requests, asks) = mpsc::channel::<bool>();
         let (answers, results) = mpsc::channel();
         // Ends when the source is dropped (its sender goes), once a hung call returns.
@@ -95,7 +95,7 @@ impl GpuSource {
     }
 
     fn hung(&mut self, asked: Instant) {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         let waited = asked.elapsed().as_secs_f64();
         let since = clock::now() - waited;
         if run.gpu_hung_since.is_none() {
@@ -105,11 +105,11 @@ impl GpuSource {
             );
             run.gpu_hung_since = Some(since);
         }
-        run.set_collector("gpu", false, waited);
+        run.set_collector(crate::collectors::Collector::Gpu, false, waited);
     }
 
     fn apply(&mut self, result: Result<GpuReading, String>, elapsed: f64) {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         if run.gpu_hung_since.take().is_some() {
             tracing::info!("NVML answers again after {elapsed:.1}s");
         }
@@ -124,13 +124,13 @@ impl GpuSource {
                 let driver = run.process.as_ref().and_then(|p| p.pid);
                 attribute(&mut reading, server, driver);
                 run.take_gpus(reading);
-                run.set_collector("gpu", true, elapsed);
+                run.set_collector(crate::collectors::Collector::Gpu, true, elapsed);
                 if self.problem.take().is_some() {
                     tracing::info!("reading the GPUs again");
                 }
             }
             Err(e) => {
-                run.set_collector("gpu", false, elapsed);
+                run.set_collector(crate::collectors::Collector::Gpu, false, elapsed);
                 if self.problem.as_deref() != Some(e.as_str()) {
                     tracing::warn!("cannot read the GPUs: {e}");
                     self.problem = Some(e);

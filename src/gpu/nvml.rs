@@ -12,6 +12,7 @@
 //! A call that hangs is the sampler's concern ([`super::GpuSource`] gives it a deadline).
 
 use super::{process_name, GpuProcess, GpuReader, GpuReading, GpuSample};
+use crate::lock::Locked;
 use crate::model::{xid_label, Run};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
@@ -270,7 +271,7 @@ fn watch(
                     "GPU {index} ({uuid}): critical XID error {}",
                     code.map_or("of unknown code".to_owned(), |c| c.to_string())
                 );
-                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                let mut run = run.locked();
                 let label = code.map_or_else(|| "other".to_owned(), xid_label);
                 *run.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
                 if let Some(code) = code {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 mod serve;
 pub mod silences;
+use crate::lock::Locked;
 pub use serve::{serve, systemd_listeners};
 
 /// The web config as the HTTP server holds it: watched, and read again when its files change.
@@ -101,6 +102,61 @@ async fn handle(
     resp
 }
 
+/// A status, a content type and a body.
+type Answer = (StatusCode, &'static str, String);
+
+/// One path served here.
+struct Route {
+    path: &'static str,
+    /// A document (not the page or a probe's answer): gzipped for a client that accepts it.
+    document: bool,
+    answer: fn(&HttpState, &Request<Incoming>) -> Answer,
+}
+
+/// What is served here, each path once (the docs list them in configuration.md).
+const ROUTES: &[Route] = &[
+    Route {
+        path: "/",
+        document: false,
+        answer: |_, _| (StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
+    },
+    Route {
+        path: "/metrics",
+        document: true,
+        answer: metrics_answer,
+    },
+    Route {
+        path: "/status",
+        document: true,
+        answer: status_answer,
+    },
+    Route {
+        path: "/api/history",
+        document: true,
+        answer: history_answer,
+    },
+    Route {
+        path: "/api/report",
+        document: true,
+        answer: report_answer,
+    },
+    Route {
+        path: "/api/stacks",
+        document: true,
+        answer: stacks_answer,
+    },
+    Route {
+        path: "/-/healthy",
+        document: false,
+        answer: |_, _| (StatusCode::OK, TEXT, "OK\n".to_owned()),
+    },
+    Route {
+        path: "/-/ready",
+        document: false,
+        answer: ready_answer,
+    },
+];
+
 fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     // The metrics answer at their configured path, and only there.
     let path = match req.uri().path() {
@@ -114,22 +170,12 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     if path == "/-/debug/panic" {
         panic!("panic requested through /-/debug/panic");
     }
-    let known = matches!(
-        path,
-        "/" | "/metrics"
-            | "/status"
-            | "/api/history"
-            | "/api/report"
-            | "/api/stacks"
-            | "/-/healthy"
-            | "/-/ready"
-    );
-    if !known {
+    let Some(route) = ROUTES.iter().find(|r| r.path == path) else {
         return text(
             StatusCode::NOT_FOUND,
             "not found; see / for what is served here\n",
         );
-    }
+    };
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut resp = text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -139,103 +185,13 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    let (status, content_type, body) = match path {
-        "/metrics" => {
-            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-            let format = negotiate(accept);
-            let body = metrics::encode(&state.registry, format);
-            (StatusCode::OK, format.content_type(), body)
-        }
-        "/status" => {
-            let status = {
-                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
-                Status::from_run(&run, &state.host, crate::clock::now())
-            };
-            let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
-            (StatusCode::OK, "application/json", body)
-        }
-        "/api/report" => {
-            let report = {
-                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
-                crate::report::Report::of(&run, &state.rules)
-            };
-            let body = serde_json::to_string_pretty(&report).expect("a Report always serializes");
-            (StatusCode::OK, "application/json", body)
-        }
-        "/api/stacks" => {
-            // The Arc is taken under the lock, the JSON made outside it.
-            let stacks = state
-                .run
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .stacks
-                .clone();
-            match stacks {
-                Some(stacks) => (
-                    StatusCode::OK,
-                    "application/json",
-                    serde_json::to_string_pretty(&*stacks).expect("stacks always serialize"),
-                ),
-                None => (
-                    StatusCode::NOT_FOUND,
-                    TEXT,
-                    "no stacks taken yet: they are taken when Stalled, ServerHung or LogSilent fires (docs/alerts.md#stacks)\n".to_owned(),
-                ),
-            }
-        }
-        "/api/history" => {
-            let query = req.uri().query().unwrap_or("");
-            let param = |name: &str| -> Option<f64> {
-                query
-                    .split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .find(|(k, _)| *k == name)
-                    .and_then(|(_, v)| v.parse::<f64>().ok())
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-            };
-            let view = {
-                let run = state.run.lock().unwrap_or_else(|e| e.into_inner());
-                let kept = run.collectors_on.on(crate::collectors::Collector::History);
-                let since = param("since").unwrap_or(0.0);
-                let mut step = param("step").unwrap_or(0.0);
-                // `points=N`: a step coarse enough for at most N points per series, which is
-                // what a chart N pixels wide can show.
-                if let Some(points) = param("points").filter(|p| *p >= 1.0) {
-                    let covered = run.history.covered_since(since);
-                    step = step.max(covered / points);
-                }
-                kept.then(|| run.history.view(since, step))
-            };
-            match view {
-                Some(view) => (StatusCode::OK, "application/json", view),
-                None => (
-                    StatusCode::NOT_FOUND,
-                    TEXT,
-                    "the history collector is off (collectors.history): no history is kept\n"
-                        .to_owned(),
-                ),
-            }
-        }
-        "/-/healthy" => (StatusCode::OK, TEXT, "OK\n".to_owned()),
-        "/-/ready" if state.catching_up.load(Ordering::Acquire) == 0 => {
-            (StatusCode::OK, TEXT, "OK\n".to_owned())
-        }
-        "/-/ready" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            TEXT,
-            "reading the inputs for the first time\n".to_owned(),
-        ),
-        _ => (StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
-    };
+    let (status, content_type, body) = (route.answer)(state, req);
     let mut resp = with_type(status, content_type, String::new());
     let headers = resp.headers_mut();
     // Every answer here is about now: no cache may keep it.
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let mut body = Bytes::from(body);
-    if matches!(
-        path,
-        "/metrics" | "/status" | "/api/history" | "/api/report" | "/api/stacks"
-    ) {
+    if route.document {
         headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
         let encoding = req
             .headers()
@@ -254,6 +210,93 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         *resp.body_mut() = Full::new(body);
     }
     resp
+}
+
+fn metrics_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = negotiate(accept);
+    let body = metrics::encode(&state.registry, format);
+    (StatusCode::OK, format.content_type(), body)
+}
+
+fn status_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    let status = {
+        let run = state.run.locked();
+        Status::from_run(&run, &state.host, crate::clock::now())
+    };
+    let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
+    (StatusCode::OK, "application/json", body)
+}
+
+fn report_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    let report = {
+        let run = state.run.locked();
+        crate::report::Report::of(&run, &state.rules)
+    };
+    let body = serde_json::to_string_pretty(&report).expect("a Report always serializes");
+    (StatusCode::OK, "application/json", body)
+}
+
+fn stacks_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    // The Arc is taken under the lock, the JSON made outside it.
+    let stacks = state.run.locked().stacks.clone();
+    match stacks {
+        Some(stacks) => (
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_string_pretty(&*stacks).expect("stacks always serialize"),
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            TEXT,
+            "no stacks taken yet: they are taken when Stalled, ServerHung or LogSilent fires (docs/alerts.md#stacks)\n".to_owned(),
+        ),
+    }
+}
+
+fn history_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
+    let query = req.uri().query().unwrap_or("");
+    let param = |name: &str| -> Option<f64> {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let view = {
+        let run = state.run.locked();
+        let kept = run.collectors_on.on(crate::collectors::Collector::History);
+        let since = param("since").unwrap_or(0.0);
+        let mut step = param("step").unwrap_or(0.0);
+        // `points=N`: a step coarse enough for at most N points per series, which is what a
+        // chart N pixels wide can show.
+        if let Some(points) = param("points").filter(|p| *p >= 1.0) {
+            let covered = run.history.covered_since(since);
+            step = step.max(covered / points);
+        }
+        kept.then(|| run.history.view(since, step))
+    };
+    match view {
+        Some(view) => (StatusCode::OK, "application/json", view),
+        None => (
+            StatusCode::NOT_FOUND,
+            TEXT,
+            "the history collector is off (collectors.history): no history is kept\n".to_owned(),
+        ),
+    }
+}
+
+fn ready_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    if state.catching_up.load(Ordering::Acquire) == 0 {
+        (StatusCode::OK, TEXT, "OK\n".to_owned())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "reading the inputs for the first time\n".to_owned(),
+        )
+    }
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";

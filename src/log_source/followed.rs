@@ -5,6 +5,7 @@
 
 use super::LogConfig;
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::Run;
 use crate::parse::envelope::{Envelope, Piece, Unwrap};
 use crate::parse::{ansi, Event, Format, Parser};
@@ -171,75 +172,14 @@ impl FollowedLog {
             });
             progress();
             let birth = self.birth_wanted(run, index);
-            let mut guard = run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut guard = run.locked();
             let model = &mut *guard;
-            let mut start = 0;
-            let utc_offset = model.utc_offset;
-            let (parser, stripped) = (&mut self.parser, &mut self.stripped);
-            let mut after_reset = self.after_reset;
-            let mut resets = self.resets.iter().peekable();
-            for (i, &end) in self.ends.iter().enumerate() {
-                while let Some((_, replaced)) = resets.next_if(|r| r.0 <= i) {
-                    after_reset = Some(after_reset.unwrap_or(false) || *replaced);
-                }
-                self.unwrap.lines(
-                    &self.batch[start..end],
-                    utc_offset,
-                    &mut |piece| match piece {
-                        Piece::Text(text, at) => {
-                            let line = ansi::strip(text, stripped);
-                            let at = line_time(at, now);
-                            // The log rewritten from its start or replaced: with a first
-                            // line that begins a run, a new run may be in its place.
-                            if after_reset
-                                .take()
-                                .is_some_and(|replaced| model.is_new_run(index, line, replaced))
-                            {
-                                model.begin_new_run(index, line, at);
-                            }
-                            model.ingest(index, line, parser.parse(line), at);
-                        }
-                        Piece::Unreadable => {
-                            let raw = &self.batch[start..end];
-                            model.ingest(index, raw, Some(Event::Unparsed), now)
-                        }
-                    },
-                );
-                start = end;
-            }
-            self.after_reset = after_reset.or(resets.next().map(|r| r.1));
+            self.apply_batch(index, model, now);
             if result.as_ref().is_ok_and(|p| !p.more) {
                 self.peek_pending_frame(index, model, now);
             }
-            let format = self.parser.format();
-            if model.logs[index].format != format {
-                model.logs[index].format = format;
-                self.announce_format();
-            }
-            let envelope = self.unwrap.chosen();
-            if model.logs[index].envelope != envelope {
-                model.logs[index].envelope = envelope;
-                self.announce_envelope();
-                // A record's `\r` (tqdm's frames) is the envelope's to split, knowing where a
-                // cut record ends.
-                if matches!(envelope, Some(Envelope::Cri | Envelope::Docker)) {
-                    self.follower.end_lines_at_newlines();
-                }
-            }
-            let stats = self.follower.stats();
-            let log = &mut model.logs[index];
-            if let Some(began) = birth {
-                log.began_at = began;
-            }
-            log.rotations = stats.rotations;
-            log.truncations = stats.truncations;
-            log.oversized = stats.oversized_lines;
-            log.refused = stats.refused;
-            if let Some(p) = positions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_mut(index)
-            {
+            self.note_log(index, model, birth);
+            if let Some(p) = positions.locked().get_mut(index) {
                 *p = self.position();
             }
             drop(guard);
@@ -274,6 +214,75 @@ impl FollowedLog {
         }
     }
 
+    /// Applies the batch just read to the model: each line in order, a reset before a line
+    /// telling that line it may begin a new run.
+    fn apply_batch(&mut self, index: usize, model: &mut Run, now: f64) {
+        let mut start = 0;
+        let utc_offset = model.utc_offset;
+        let (parser, stripped) = (&mut self.parser, &mut self.stripped);
+        let mut after_reset = self.after_reset;
+        let mut resets = self.resets.iter().peekable();
+        for (i, &end) in self.ends.iter().enumerate() {
+            while let Some((_, replaced)) = resets.next_if(|r| r.0 <= i) {
+                after_reset = Some(after_reset.unwrap_or(false) || *replaced);
+            }
+            self.unwrap.lines(
+                &self.batch[start..end],
+                utc_offset,
+                &mut |piece| match piece {
+                    Piece::Text(text, at) => {
+                        let line = ansi::strip(text, stripped);
+                        let at = line_time(at, now);
+                        // The log rewritten from its start or replaced: with a first
+                        // line that begins a run, a new run may be in its place.
+                        if after_reset
+                            .take()
+                            .is_some_and(|replaced| model.is_new_run(index, line, replaced))
+                        {
+                            model.begin_new_run(index, line, at);
+                        }
+                        model.ingest(index, line, parser.parse(line), at);
+                    }
+                    Piece::Unreadable => {
+                        let raw = &self.batch[start..end];
+                        model.ingest(index, raw, Some(Event::Unparsed), now)
+                    }
+                },
+            );
+            start = end;
+        }
+        self.after_reset = after_reset.or(resets.next().map(|r| r.1));
+    }
+
+    /// Keeps in the model what the poll learnt of the log: its format and envelope once found,
+    /// its birth time, and the follower's counts.
+    fn note_log(&mut self, index: usize, model: &mut Run, birth: Option<Option<f64>>) {
+        let format = self.parser.format();
+        if model.logs[index].format != format {
+            model.logs[index].format = format;
+            self.announce_format();
+        }
+        let envelope = self.unwrap.chosen();
+        if model.logs[index].envelope != envelope {
+            model.logs[index].envelope = envelope;
+            self.announce_envelope();
+            // A record's `\r` (tqdm's frames) is the envelope's to split, knowing where a
+            // cut record ends.
+            if matches!(envelope, Some(Envelope::Cri | Envelope::Docker)) {
+                self.follower.end_lines_at_newlines();
+            }
+        }
+        let stats = self.follower.stats();
+        let log = &mut model.logs[index];
+        if let Some(began) = birth {
+            log.began_at = began;
+        }
+        log.rotations = stats.rotations;
+        log.truncations = stats.truncations;
+        log.oversized = stats.oversized_lines;
+        log.refused = stats.refused;
+    }
+
     /// The log file's birth time, asked once the log has lines (a file system that keeps
     /// none will not start to), outside the model lock: `Some(None)` when it has none.
     fn birth_wanted(&mut self, run: &Mutex<Run>, index: usize) -> Option<Option<f64>> {
@@ -281,7 +290,7 @@ impl FollowedLog {
             return None;
         }
         {
-            let run = run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = run.locked();
             let log = &run.logs[index];
             if log.began_at.is_some() || log.server {
                 return None;

@@ -11,6 +11,7 @@ mod spec;
 mod worker;
 
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::Run;
 use crate::parse::{ansi, Parser};
 use crate::source::Source;
@@ -72,14 +73,10 @@ impl LogSource {
         if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
         }
-        source
-            .run
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .utc_offset = clock::utc_offset();
+        source.run.locked().utc_offset = clock::utc_offset();
         if !logs.is_empty() {
-            let mut run = source.run.lock().unwrap_or_else(|e| e.into_inner());
-            run.expect_collector("log");
+            let mut run = source.run.locked();
+            run.expect_collector(crate::collectors::Collector::Log);
             for (stats, log) in run.logs.iter_mut().zip(logs) {
                 stats.server = log.server;
             }
@@ -105,12 +102,9 @@ impl LogSource {
                 log.path.display()
             );
             let followed = FollowedLog::new(&log, self.max_line_bytes);
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = self.run.locked();
             run.add_log(log.path.display().to_string(), log.server);
-            self.positions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(followed.position());
+            self.positions.locked().push(followed.position());
             drop(run);
             self.saved_switches.push(0);
             self.pending.push(followed);
@@ -133,10 +127,10 @@ impl LogSource {
 
     fn restore(&mut self, snapshot: Snapshot, paths: &[String]) {
         {
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = self.run.locked();
             *run = Run::restored(snapshot.run, paths, &run);
         }
-        let mut positions = self.positions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut positions = self.positions.locked();
         for ((log, path), position) in self.pending.iter_mut().zip(paths).zip(positions.iter_mut())
         {
             let Some(saved) = snapshot.logs.iter().find(|l| &l.path == path) else {
@@ -168,12 +162,8 @@ impl LogSource {
             return;
         };
         let (run, logs) = {
-            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-            let logs = self
-                .positions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let run = self.run.locked();
+            let logs = self.positions.locked().clone();
             (run.clone(), logs)
         };
         for (saved, worker) in self.saved_switches.iter_mut().zip(&self.workers) {
@@ -256,7 +246,7 @@ impl LogSource {
                     "{} answers again; reading it",
                     worker.path
                 );
-                let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+                let mut run = self.run.locked();
                 run.hung_files.remove(&worker.path);
             }
         }
@@ -276,7 +266,7 @@ impl LogSource {
             all_up &= worker.last.ok && !worker.hung;
         }
         {
-            let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = self.run.locked();
             for path in &newly_hung {
                 tracing::warn!(
                     path = %path,
@@ -286,7 +276,11 @@ impl LogSource {
                 run.hung_files
                     .insert(path.clone(), now - crate::model::HUNG_AFTER);
             }
-            run.set_collector("log", all_up, elapsed.as_secs_f64());
+            run.set_collector(
+                crate::collectors::Collector::Log,
+                all_up,
+                elapsed.as_secs_f64(),
+            );
         }
         // A rotation changes which files a restart must find: record it now, not at the next
         // interval, so a kill loses at most what was read since.
@@ -317,13 +311,13 @@ impl Source for LogSource {
 
 /// The format a restored model says a log was found to be in.
 fn saved_format(run: &Mutex<Run>, path: &str) -> Option<crate::parse::Format> {
-    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    let run = run.locked();
     run.logs.iter().find(|l| l.path == path)?.format
 }
 
 /// The envelope a restored model says a log's lines were found in.
 fn saved_envelope(run: &Mutex<Run>, path: &str) -> Option<crate::parse::envelope::Envelope> {
-    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    let run = run.locked();
     run.logs.iter().find(|l| l.path == path)?.envelope
 }
 

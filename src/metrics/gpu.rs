@@ -2,7 +2,7 @@
 
 use super::Out;
 use super::{family, gauge, info};
-use crate::gpu::GpuSample;
+use crate::model::GpuSample;
 use crate::model::Run;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;

@@ -12,6 +12,7 @@ mod sources;
 mod web;
 
 use crate::collectors::Collectors;
+use crate::lock::Locked;
 use crate::model::Run;
 use crate::process_metrics::ProcessStats;
 use prometheus_client::collector::Collector;
@@ -99,7 +100,7 @@ impl Collector for RunCollector {
             on: Collectors::all(),
         };
         let identity = {
-            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = self.run.locked();
             enc.on = run.collectors_on;
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;

@@ -110,8 +110,8 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "1 where the source works (0 too while it is stuck in a read that does not return).",
         MetricType::Gauge,
         run.collectors.iter().map(|(c, s)| {
-            let up = run.collector_up(c, s, now);
-            ([("collector", *c)], ConstGauge::new(i64::from(up)))
+            let up = run.collector_up(*c, s, now);
+            ([("collector", c.name())], ConstGauge::new(i64::from(up)))
         }),
     )?;
     family(
@@ -119,9 +119,12 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "pulse_collector_duration_seconds",
         "How long the source's latest collection took.",
         MetricType::Gauge,
-        run.collectors
-            .iter()
-            .map(|(c, s)| ([("collector", *c)], ConstGauge::new(s.duration_seconds))),
+        run.collectors.iter().map(|(c, s)| {
+            (
+                [("collector", c.name())],
+                ConstGauge::new(s.duration_seconds),
+            )
+        }),
     )?;
     family(
         enc,
@@ -130,6 +133,6 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         MetricType::Counter,
         run.collectors
             .iter()
-            .map(|(c, s)| ([("collector", *c)], ConstCounter::new(s.runs))),
+            .map(|(c, s)| ([("collector", c.name())], ConstCounter::new(s.runs))),
     )
 }

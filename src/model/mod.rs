@@ -71,7 +71,7 @@ pub struct Run {
     pub logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
     #[serde(skip)]
-    pub collectors: BTreeMap<&'static str, CollectorState>,
+    pub collectors: BTreeMap<crate::collectors::Collector, CollectorState>,
     /// The collectors switched on (`collectors`): the families of the others are not
     /// exported, even where a snapshot holds figures of theirs.
     #[serde(skip)]
@@ -333,8 +333,13 @@ impl Run {
 
     /// Whether collector `name` works at `now`: its latest collection did, and it is not stuck
     /// in a read that does not return.
-    pub fn collector_up(&self, name: &str, state: &CollectorState, now: Seconds) -> bool {
-        let stuck = name == "outputs"
+    pub fn collector_up(
+        &self,
+        collector: crate::collectors::Collector,
+        state: &CollectorState,
+        now: Seconds,
+    ) -> bool {
+        let stuck = collector == crate::collectors::Collector::Outputs
             && self
                 .output_reading
                 .values()
@@ -552,7 +557,7 @@ impl Run {
             server,
             ..LogStats::default()
         });
-        self.expect_collector("log");
+        self.expect_collector(crate::collectors::Collector::Log);
         self.logs.len() - 1
     }
 
@@ -563,15 +568,21 @@ impl Run {
         self.server_generating_at = None;
         self.server_working_at = None;
         self.server_seen_at = None;
-        self.collectors.remove("server");
+        self.collectors
+            .remove(&crate::collectors::Collector::Server);
     }
 
-    pub fn expect_collector(&mut self, name: &'static str) {
-        self.collectors.entry(name).or_default();
+    pub fn expect_collector(&mut self, collector: crate::collectors::Collector) {
+        self.collectors.entry(collector).or_default();
     }
 
-    pub fn set_collector(&mut self, name: &'static str, up: bool, duration_seconds: f64) {
-        let state = self.collectors.entry(name).or_default();
+    pub fn set_collector(
+        &mut self,
+        collector: crate::collectors::Collector,
+        up: bool,
+        duration_seconds: f64,
+    ) {
+        let state = self.collectors.entry(collector).or_default();
         state.up = up;
         state.duration_seconds = duration_seconds;
         state.runs += 1;

@@ -104,6 +104,51 @@ pub struct Captures {
 }
 
 impl Captures {
+    /// The full dumps as text, in py-spy's own layout, each process under its summary; cut at
+    /// `cap` bytes.
+    pub fn dump(&self, cap: usize) -> String {
+        let mut out = String::new();
+        for p in &self.processes {
+            out += &format!(
+                "Process {} ({}) at {}\n",
+                p.pid,
+                p.role,
+                crate::human::utc(p.at)
+            );
+            out += &format!("  {}\n", p.summary);
+            if let Some(note) = &p.note {
+                out += &format!("  note: {note}\n");
+            }
+            for (to, n) in &p.connections {
+                out += &format!("  {n} connection(s) to {to}\n");
+            }
+            for t in &p.threads {
+                let state = if t.active { "active" } else { "idle" };
+                out += &format!(
+                    "\nThread {} ({state}): {:?}\n",
+                    t.id,
+                    t.name.as_deref().unwrap_or("")
+                );
+                for f in &t.frames {
+                    out += &format!("    {} ({}:{})\n", f.name, short_file(&f.file), f.line);
+                    if let Some(code) = &f.code {
+                        out += &format!("        {}\n", code.trim());
+                    }
+                }
+            }
+            out += "\n";
+        }
+        if out.len() > cap {
+            let mut end = cap;
+            while !out.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.truncate(end);
+            out += &format!("\n[cut at {cap} bytes]\n");
+        }
+        out
+    }
+
     /// The driver's verdict and summary, where they were taken at or after `since`: what a
     /// stall that began then waits on, as far as the driver's stacks tell.
     pub fn driver_verdict(&self, since: Seconds) -> Option<(Verdict, &str)> {
@@ -113,4 +158,20 @@ impl Captures {
             .find(|p| p.role == DRIVER && p.at >= since)?;
         Some((p.verdict, p.summary.as_str()))
     }
+}
+
+/// The file as py-spy's text dump shows it: from the package or the standard library's
+/// folder on, else the file's name.
+pub fn short_file(file: &str) -> &str {
+    for marker in ["-packages/", "/lib/python3"] {
+        if let Some(at) = file.find(marker) {
+            let rest = &file[at + marker.len()..];
+            // `/lib/python3.11/x.py`: skip the version folder.
+            return match marker {
+                "/lib/python3" => rest.split_once('/').map_or(rest, |(_, r)| r),
+                _ => rest,
+            };
+        }
+    }
+    file.rsplit('/').next().unwrap_or(file)
 }

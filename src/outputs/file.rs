@@ -6,6 +6,7 @@
 use super::identity::{Identities, Seen, Slot};
 use super::record::{self, Inspector};
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::{InputFile, OutputFile, OutputStats, Run};
 use crate::tail::{Follower, Position, TailStats, Tailed};
 use serde::{Deserialize, Serialize};
@@ -191,10 +192,7 @@ impl Followed {
                     self.report(path, &e);
                     if self.follower.refusing() {
                         let key = path.display().to_string();
-                        run.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .refused_files
-                            .insert(key);
+                        run.locked().refused_files.insert(key);
                     }
                     return Polled { up: false, touched };
                 }
@@ -210,10 +208,7 @@ impl Followed {
                         tracing::info!(path = %path.display(), "reading {} again", path.display());
                     }
                     let key = path.display().to_string();
-                    run.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .refused_files
-                        .remove(&key);
+                    run.locked().refused_files.remove(&key);
                 }
                 self.unchanged = if touched {
                     0
@@ -230,7 +225,7 @@ impl Followed {
         let key = path.display().to_string();
         let last_write = modified.map(clock::unix_seconds);
         let stored = self.ids.as_ref().map(|(ids, _)| lock(ids).stored());
-        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = run.locked();
         if let Some(stored) = stored {
             run.identities_stored = stored;
         }
@@ -315,5 +310,5 @@ fn add(
 }
 
 fn lock(ids: &Mutex<Identities>) -> std::sync::MutexGuard<'_, Identities> {
-    ids.lock().unwrap_or_else(|e| e.into_inner())
+    ids.locked()
 }

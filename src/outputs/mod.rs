@@ -28,6 +28,7 @@ mod watch;
 
 pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
 
+use crate::lock::Locked;
 use crate::model::{Run, DEFAULT_PARTITION};
 use crate::state::StateDir;
 use catalog::Catalog;
@@ -73,8 +74,8 @@ impl OutputSource {
             .and_then(|s| s.load_json(SNAPSHOT))
             .unwrap_or_default();
         if !outputs.is_empty() || !inputs.is_empty() {
-            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
-            run.expect_collector("outputs");
+            let mut run = run.locked();
+            run.expect_collector(crate::collectors::Collector::Outputs);
         }
         let catalog = Catalog::new(
             outputs,

@@ -18,6 +18,7 @@ use super::catalog::{expand, Catalog, Entry, Files};
 use super::watch::{self, Watcher};
 use super::FileWatch;
 use crate::clock;
+use crate::lock::Locked;
 use crate::model::{OutputFiles, Run};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -74,7 +75,7 @@ impl Shared {
     }
 
     pub(super) fn catalog(&self) -> std::sync::MutexGuard<'_, Catalog> {
-        self.catalog.lock().unwrap_or_else(|e| e.into_inner())
+        self.catalog.locked()
     }
 
     fn left_behind(&self, generation: u64) -> bool {
@@ -107,7 +108,7 @@ impl Progress {
     }
 
     fn at(&self, path: &str) {
-        path.clone_into(&mut self.at.lock().unwrap_or_else(|e| e.into_inner()));
+        path.clone_into(&mut self.at.locked());
         self.made();
     }
 }
@@ -124,7 +125,7 @@ impl Reader {
     pub(super) fn start(shared: &Arc<Shared>) -> std::io::Result<Reader> {
         let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
         // The one left behind may have taken the hot files with it: look at every file.
-        *shared.last_sweep.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *shared.last_sweep.locked() = None;
         let (asks, asked) = mpsc::channel::<()>();
         let (finished, done) = mpsc::channel();
         let progress = Arc::new(Progress {
@@ -161,11 +162,7 @@ impl Reader {
 
     /// The file or glob the reader is in (or was in last).
     pub(super) fn at(&self) -> String {
-        self.progress
-            .at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.progress.at.locked().clone()
     }
 
     /// Waits up to `wait` for the pass under way to end.
@@ -206,13 +203,13 @@ impl<'a> Reading<'a> {
     fn at(run: &'a Mutex<Run>, path: String, progress: &Progress) -> Reading<'a> {
         progress.at(&path);
         let id = READINGS.fetch_add(1, Ordering::Relaxed);
-        let mut model = run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut model = run.locked();
         model.output_reading.insert(id, (path, clock::now()));
         Reading { run, id }
     }
 
     fn progress(&self) {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         if let Some((_, since)) = run.output_reading.get_mut(&self.id) {
             *since = clock::now();
         }
@@ -221,7 +218,7 @@ impl<'a> Reading<'a> {
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         run.output_reading.remove(&self.id);
     }
 }
@@ -230,25 +227,13 @@ impl Drop for Reading<'_> {
 /// Returns false when the reader was left behind on the way and must end.
 fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     let run = &shared.run;
-    // What the folders say; `None` while another reader is stuck looking at one.
-    let changes = match shared.watcher.try_lock() {
-        Ok(mut watcher) => {
-            let mut reading = None;
-            let changes = watcher.changes(&mut |dir| {
-                reading = None;
-                reading = Some(Reading::at(run, dir.display().to_string(), progress));
-            });
-            Some(changes)
-        }
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner().changes(&mut |_| {})),
-        Err(TryLockError::WouldBlock) => None,
-    };
+    let changes = folder_changes(shared, progress);
     let listing = changes.as_ref().is_none_or(|c| c.listing);
     let globs = {
         let mut catalog = shared.catalog();
         if catalog.take_additions() {
-            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
-            run.expect_collector("outputs");
+            let mut run = run.locked();
+            run.expect_collector(crate::collectors::Collector::Outputs);
         }
         if catalog.is_empty() {
             return true;
@@ -281,7 +266,7 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         }
     }
     let sweep = {
-        let mut last = shared.last_sweep.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = shared.last_sweep.locked();
         let due = changes.as_ref().is_some_and(|c| c.lost)
             || last.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
         if due {
@@ -292,23 +277,9 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     // Without word from the folders, every file is read as a polled one.
     let blind = changes.is_none();
     let (_, polled_folders) = shared.watcher.try_lock().map_or((0, 1), |w| w.counts());
-    // The files to look at: every one when something may have been missed, else only those
-    // inotify named and those kept hot by the last pass. An idle pass over ten thousand quiet
-    // files touches none of them.
-    let kept = std::mem::take(&mut *shared.hot.lock().unwrap_or_else(|e| e.into_inner()));
-    let visit: Vec<(&PathBuf, &Entry)> = if sweep || blind || globbed || polled_folders > 0 {
-        files.iter().collect()
-    } else {
-        let named = changes.iter().flat_map(|c| c.files.iter());
-        let mut visit: Vec<_> = kept
-            .iter()
-            .chain(named)
-            .filter_map(|p| files.get_key_value(p))
-            .collect();
-        visit.sort_unstable_by_key(|(p, _)| *p);
-        visit.dedup_by_key(|(p, _)| *p);
-        visit
-    };
+    let kept = std::mem::take(&mut *shared.hot.locked());
+    let every = sweep || blind || globbed || polled_folders > 0;
+    let visit = to_visit(&files, changes.as_ref(), &kept, every);
     let mut keep = Vec::new();
     let now = clock::now();
     let mut all_up = true;
@@ -316,49 +287,16 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         if shared.left_behind(generation) {
             return false;
         }
-        let slot = &entry.slot;
-        let dirty = slot.dirty.swap(false, Ordering::AcqRel);
-        let watched = slot.watched.load(Ordering::Acquire) && !blind;
-        if !(sweep || dirty || !watched || slot.hot.load(Ordering::Acquire)) {
+        let Some(visited) = visit_file(shared, path, entry, sweep, blind, now, progress) else {
             continue;
-        }
-        let mut file = match slot.file.try_lock() {
-            Ok(file) => file,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            // A reader left behind is stuck on it; it is reported hung from there.
-            Err(TryLockError::WouldBlock) => {
-                slot.dirty.fetch_or(dirty, Ordering::AcqRel);
-                continue;
-            }
         };
-        let was_open = file.is_open();
-        let due = sweep || dirty || ((!watched || file.has_problem()) && file.due());
-        if due {
-            let reading = Reading::at(run, path.display().to_string(), progress);
-            let polled = file.poll(path, run, &|| {
-                reading.progress();
-                progress.made();
-            });
-            drop(reading);
-            all_up &= polled.up;
-            changed |= polled.touched;
-        }
-        let open = file.is_open();
-        let count = match (was_open, open) {
-            (false, true) => shared.open_files.fetch_add(1, Ordering::AcqRel) + 1,
-            (true, false) => shared.open_files.fetch_sub(1, Ordering::AcqRel) - 1,
-            _ => shared.open_files.load(Ordering::Acquire),
-        };
-        if open && file.close_if_quiet(now, count > shared.max_open) {
-            shared.open_files.fetch_sub(1, Ordering::AcqRel);
-        }
-        let hot = file.is_open() || file.has_problem();
-        slot.hot.store(hot, Ordering::Release);
-        if hot {
+        all_up &= visited.up;
+        changed |= visited.touched;
+        if visited.hot {
             keep.push(path.clone());
         }
     }
-    *shared.hot.lock().unwrap_or_else(|e| e.into_inner()) = keep;
+    *shared.hot.locked() = keep;
     if shared.left_behind(generation) {
         return false;
     }
@@ -369,7 +307,7 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         .watcher
         .try_lock()
         .map_or((0, polled_folders), |w| w.counts());
-    let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+    let mut run = run.locked();
     run.output_files = OutputFiles {
         followed: files.len(),
         open: shared.open_files.load(Ordering::Acquire),
@@ -378,8 +316,121 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     };
     run.refresh_output_totals();
     run.note_output_tokens(clock::now(), changed);
-    run.set_collector("outputs", all_up, started.elapsed().as_secs_f64());
+    run.set_collector(
+        crate::collectors::Collector::Outputs,
+        all_up,
+        started.elapsed().as_secs_f64(),
+    );
     true
+}
+
+/// The files a pass looks at: `every` one when something may have been missed, else only
+/// those inotify named and those kept hot by the last pass. An idle pass over ten thousand
+/// quiet files touches none of them.
+fn to_visit<'f>(
+    files: &'f Files,
+    changes: Option<&watch::Changes>,
+    kept: &[PathBuf],
+    every: bool,
+) -> Vec<(&'f PathBuf, &'f Entry)> {
+    if every {
+        return files.iter().collect();
+    }
+    let named = changes.iter().flat_map(|c| c.files.iter());
+    let mut visit: Vec<_> = kept
+        .iter()
+        .chain(named)
+        .filter_map(|p| files.get_key_value(p))
+        .collect();
+    visit.sort_unstable_by_key(|(p, _)| *p);
+    visit.dedup_by_key(|(p, _)| *p);
+    visit
+}
+
+/// What the folders say changed since the last look; `None` while another reader is stuck
+/// looking at one.
+fn folder_changes(shared: &Shared, progress: &Progress) -> Option<watch::Changes> {
+    match shared.watcher.try_lock() {
+        Ok(mut watcher) => {
+            let mut reading = None;
+            let changes = watcher.changes(&mut |dir| {
+                reading = None;
+                reading = Some(Reading::at(
+                    &shared.run,
+                    dir.display().to_string(),
+                    progress,
+                ));
+            });
+            Some(changes)
+        }
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner().changes(&mut |_| {})),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// What one file's visit did.
+struct Visited {
+    up: bool,
+    touched: bool,
+    /// Open or in trouble: looked at again at the next pass.
+    hot: bool,
+}
+
+/// Looks at one file of a pass: reads it when it is due (swept, named by its folder, polled,
+/// or in trouble), and closes it when it has been quiet and descriptors are short. `None` for
+/// a file passed by: nothing to read, or a reader left behind is stuck on it (it is reported
+/// hung from there).
+fn visit_file(
+    shared: &Shared,
+    path: &std::path::Path,
+    entry: &Entry,
+    sweep: bool,
+    blind: bool,
+    now: f64,
+    progress: &Progress,
+) -> Option<Visited> {
+    let slot = &entry.slot;
+    let dirty = slot.dirty.swap(false, Ordering::AcqRel);
+    let watched = slot.watched.load(Ordering::Acquire) && !blind;
+    if !(sweep || dirty || !watched || slot.hot.load(Ordering::Acquire)) {
+        return None;
+    }
+    let mut file = match slot.file.try_lock() {
+        Ok(file) => file,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            slot.dirty.fetch_or(dirty, Ordering::AcqRel);
+            return None;
+        }
+    };
+    let mut visited = Visited {
+        up: true,
+        touched: false,
+        hot: false,
+    };
+    let was_open = file.is_open();
+    if sweep || dirty || ((!watched || file.has_problem()) && file.due()) {
+        let reading = Reading::at(&shared.run, path.display().to_string(), progress);
+        let polled = file.poll(path, &shared.run, &|| {
+            reading.progress();
+            progress.made();
+        });
+        drop(reading);
+        visited.up = polled.up;
+        visited.touched = polled.touched;
+    }
+    let open = file.is_open();
+    let count = match (was_open, open) {
+        (false, true) => shared.open_files.fetch_add(1, Ordering::AcqRel) + 1,
+        (true, false) => shared.open_files.fetch_sub(1, Ordering::AcqRel) - 1,
+        _ => shared.open_files.load(Ordering::Acquire),
+    };
+    if open && file.close_if_quiet(now, count > shared.max_open) {
+        shared.open_files.fetch_sub(1, Ordering::AcqRel);
+    }
+    visited.hot = file.is_open() || file.has_problem();
+    slot.hot.store(visited.hot, Ordering::Release);
+    Some(visited)
 }
 
 /// Watches the folders the globs matched in (each at most once), and marks each file by

@@ -8,6 +8,7 @@ pub mod process;
 
 use crate::clock;
 use crate::http_client::{self, Url};
+use crate::lock::Locked;
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
 use crate::source::FirstRead;
 use process::ProcessTarget;
@@ -152,12 +153,12 @@ async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
 impl Probes {
     pub fn new(config: ProbeConfig, run: Arc<Mutex<Run>>) -> Probes {
         {
-            let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+            let mut run = run.locked();
             if config.process.is_some() {
-                run.expect_collector("process");
+                run.expect_collector(crate::collectors::Collector::Process);
             }
             if config.probes_server() {
-                run.expect_collector("server");
+                run.expect_collector(crate::collectors::Collector::Server);
             }
         }
         Probes {
@@ -185,12 +186,12 @@ impl Probes {
             return;
         }
         let config = updates.borrow_and_update().clone();
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         if config.process.is_some() {
-            run.expect_collector("process");
+            run.expect_collector(crate::collectors::Collector::Process);
         }
         if config.probes_server() {
-            run.expect_collector("server");
+            run.expect_collector(crate::collectors::Collector::Server);
         }
         if config.metrics_url != self.config.metrics_url {
             self.generated = None;
@@ -232,20 +233,24 @@ impl Probes {
     async fn process_round(&mut self, target: ProcessTarget) {
         let started = Instant::now();
         let known = {
-            let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+            let run = self.run.locked();
             run.process.as_ref().and_then(|p| p.pid)
         };
         // Reading /proc can block on a process stuck in the kernel (a hung CUDA call): the
         // round must end anyway, with the process state unknown this time.
         let find = tokio::task::spawn_blocking(move || process::find(&target, known));
         let found = tokio::time::timeout(self.config.timeout, find).await;
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         let Ok(found) = found else {
             tracing::warn!(
                 "looking for the pipeline process in /proc took over {:?}",
                 self.config.timeout
             );
-            run.set_collector("process", false, started.elapsed().as_secs_f64());
+            run.set_collector(
+                crate::collectors::Collector::Process,
+                false,
+                started.elapsed().as_secs_f64(),
+            );
             return;
         };
         let state = run.process.get_or_insert_with(ProcessState::default);
@@ -263,13 +268,17 @@ impl Probes {
             ),
             None => {}
         }
-        run.set_collector("process", true, started.elapsed().as_secs_f64());
+        run.set_collector(
+            crate::collectors::Collector::Process,
+            true,
+            started.elapsed().as_secs_f64(),
+        );
     }
 
     async fn server_round(&mut self) {
         let started = Instant::now();
         let server = self.server().await;
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = self.run.locked();
         if let (Some(error), Some(old)) = (&server.error, &run.server) {
             if old.error.as_ref() != Some(error) {
                 tracing::warn!("inference server probe: {error}");
@@ -277,7 +286,11 @@ impl Probes {
         }
         let worked = server.error.is_none();
         run.set_server(server, clock::now());
-        run.set_collector("server", worked, started.elapsed().as_secs_f64());
+        run.set_collector(
+            crate::collectors::Collector::Server,
+            worked,
+            started.elapsed().as_secs_f64(),
+        );
     }
 
     async fn server(&mut self) -> ServerState {

@@ -98,52 +98,66 @@ pub(super) fn stall_cause(run: &Run, since: Seconds, now: Seconds) -> (&'static 
             "The inference server's engine is put to sleep (vLLM's sleep mode): it serves nothing until it is woken up. Nothing is wrong with it; whoever put it to sleep has the run waiting.".into(),
         );
     }
-    let figures = run.server_figures();
-    if run.server.is_some() || figures.running.is_some() {
-        match (figures.running, figures.queued) {
-            (Some(running), queued) if run.server_stuck(now) => {
-                let claimed = run
-                    .server
-                    .as_ref()
-                    .and_then(|s| s.claimed_tokens_per_second)
-                    .filter(|c| *c > 0.0);
-                let held = if running > 0.0 {
-                    format!("{running:.0} running requests")
-                } else {
-                    format!("{:.0} queued requests and runs none", queued.unwrap_or(0.0))
-                };
-                return match claimed {
-                    Some(claimed) => (
-                        "server hung (metrics frozen)",
-                        format!("The server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
-                    ),
-                    None => (
-                        "server hung",
-                        format!("The server holds {held} but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
-                    ),
-                };
-            }
-            (Some(running), _) if running > 0.0 => {
-                return (
-                    "server busy, nothing written",
-                    format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", figures.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
-                )
-            }
-            (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => {
-                if let Some((Verdict::WaitingOnServer, seen)) = stacks {
-                    return (
-                        "requests lost",
-                        format!("The server has nothing to do while the driver waits on the network: {seen}. Its requests went elsewhere or were dropped on the way (a proxy, a closed connection the client did not notice)."),
-                    );
-                }
-                return (
-                    "server idle, client waiting",
-                    "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
-                )
-            }
-            _ => {}
-        }
+    if let Some(cause) = server_cause(run, stacks, now) {
+        return cause;
     }
+    driver_cause(stacks)
+}
+
+/// The cause the inference server's figures give, where it has any: hung, busy with nothing
+/// written, or idle while the client waits.
+fn server_cause(
+    run: &Run,
+    stacks: Option<(Verdict, &str)>,
+    now: Seconds,
+) -> Option<(&'static str, String)> {
+    let figures = run.server_figures();
+    if run.server.is_none() && figures.running.is_none() {
+        return None;
+    }
+    match (figures.running, figures.queued) {
+        (Some(running), queued) if run.server_stuck(now) => {
+            let claimed = run
+                .server
+                .as_ref()
+                .and_then(|s| s.claimed_tokens_per_second)
+                .filter(|c| *c > 0.0);
+            let held = if running > 0.0 {
+                format!("{running:.0} running requests")
+            } else {
+                format!("{:.0} queued requests and runs none", queued.unwrap_or(0.0))
+            };
+            Some(match claimed {
+                Some(claimed) => (
+                    "server hung (metrics frozen)",
+                    format!("The server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
+                ),
+                None => (
+                    "server hung",
+                    format!("The server holds {held} but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
+                ),
+            })
+        }
+        (Some(running), _) if running > 0.0 => Some((
+            "server busy, nothing written",
+            format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", figures.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
+        )),
+        (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => Some(match stacks {
+            Some((Verdict::WaitingOnServer, seen)) => (
+                "requests lost",
+                format!("The server has nothing to do while the driver waits on the network: {seen}. Its requests went elsewhere or were dropped on the way (a proxy, a closed connection the client did not notice)."),
+            ),
+            _ => (
+                "server idle, client waiting",
+                "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// The cause the driver's stacks give, where nothing else did.
+fn driver_cause(stacks: Option<(Verdict, &str)>) -> (&'static str, String) {
     match stacks {
         Some((Verdict::WaitingOnServer, seen)) => (
             "driver waiting on the server",

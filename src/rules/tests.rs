@@ -1,6 +1,6 @@
 use super::*;
-use crate::gpu::{GpuReading, GpuSample};
 use crate::model::Facts;
+use crate::model::{GpuReading, GpuSample};
 use crate::model::{OutputFile, OutputStats, ProcessState, ServerState};
 use crate::parse::{Parser, RunInference};
 

@@ -6,6 +6,7 @@ use crate::collectors::Collectors;
 use crate::config::discovered::apply;
 use crate::config::{Config, Inputs, LogConfig, OutputConfig, RawConfig};
 use crate::discover::{describe, procs, scan};
+use crate::lock::Locked;
 use crate::model::{Discovered, DiscoveredServer, Run};
 use crate::paths::same_file;
 use crate::probe::ProbeConfig;
@@ -59,7 +60,7 @@ impl Discovery {
             }
         };
         let mut followed = Followed::of(&inputs);
-        run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
+        run.locked().discovered = Some(self.found.clone());
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -84,7 +85,7 @@ impl Discovery {
                 .collect();
                 (
                     tokio::task::spawn_blocking(move || {
-                        let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut table = table.locked();
                         scan(&scan_dir, &mut table, &held)
                     }),
                     clock::now(),
@@ -101,7 +102,7 @@ impl Discovery {
                             self.found.run_dir,
                             wait.as_secs()
                         );
-                        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut run = run.locked();
                         run.hung_files.insert(self.found.run_dir.clone(), *since);
                     }
                     continue;
@@ -110,45 +111,61 @@ impl Discovery {
             pending = None;
             if std::mem::take(&mut hung) {
                 tracing::info!(path = %self.found.run_dir, "discovery's scan returned again");
-                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                let mut run = run.locked();
                 run.hung_files.remove(&self.found.run_dir);
             }
-            let Ok(mut found) = found else {
+            let Ok(found) = found else {
                 continue;
             };
-            // A driver no longer seen stays the one probed: its absence is what ProcessExited
-            // is for, not a reason to stop looking.
-            let driver_in_scan = found.driver.is_some();
-            let driver_seen = driver_in_scan || self.found.driver.is_some();
-            if !driver_in_scan {
-                found.driver = self.found.driver.clone();
+            let found = self.followed_finding(found);
+            if found != self.found {
+                self.take(found, &run, &mut followed, &additions);
             }
-            found.server = next_server(
-                self.found.server.as_ref(),
-                found.server.take(),
-                driver_in_scan,
-                driver_seen,
-            );
-            // The role is the start-up's: what a node is for does not change mid-run.
-            found.role = self.found.role;
-            if found == self.found {
-                continue;
-            }
-            let before: BTreeSet<String> = describe(&self.found).into_iter().collect();
-            for line in describe(&found) {
-                if !before.contains(&line) {
-                    tracing::info!("discovered: {line}");
-                }
-            }
-            self.found = found;
-            // Typed as start-up typed them; a finding that does not type (it cannot: discovery
-            // writes the paths and URLs itself) keeps the sources as they are.
-            match self.inputs() {
-                Ok(inputs) => followed.hand_over(inputs, &additions),
-                Err(e) => tracing::warn!("discovery found inputs that are not valid: {e}"),
-            }
-            run.lock().unwrap_or_else(|e| e.into_inner()).discovered = Some(self.found.clone());
         }
+    }
+
+    /// A scan's finding as the run follows it. A driver no longer seen stays the one probed:
+    /// its absence is what ProcessExited is for, not a reason to stop looking. The server is
+    /// [`next_server`]'s; the role the start-up's: what a node is for does not change mid-run.
+    fn followed_finding(&self, mut found: Discovered) -> Discovered {
+        let driver_in_scan = found.driver.is_some();
+        let driver_seen = driver_in_scan || self.found.driver.is_some();
+        if !driver_in_scan {
+            found.driver = self.found.driver.clone();
+        }
+        found.server = next_server(
+            self.found.server.as_ref(),
+            found.server.take(),
+            driver_in_scan,
+            driver_seen,
+        );
+        found.role = self.found.role;
+        found
+    }
+
+    /// Takes a finding that differs from the last: each new line logged once, what is new
+    /// handed to the sources and the probes, `/status` told.
+    fn take(
+        &mut self,
+        found: Discovered,
+        run: &Mutex<Run>,
+        followed: &mut Followed,
+        additions: &Additions,
+    ) {
+        let before: BTreeSet<String> = describe(&self.found).into_iter().collect();
+        for line in describe(&found) {
+            if !before.contains(&line) {
+                tracing::info!("discovered: {line}");
+            }
+        }
+        self.found = found;
+        // Typed as start-up typed them; a finding that does not type (it cannot: discovery
+        // writes the paths and URLs itself) keeps the sources as they are.
+        match self.inputs() {
+            Ok(inputs) => followed.hand_over(inputs, additions),
+            Err(e) => tracing::warn!("discovery found inputs that are not valid: {e}"),
+        }
+        run.locked().discovered = Some(self.found.clone());
     }
 
     /// What to follow and probe now: the keys given, and what the last scan found for the

@@ -8,6 +8,7 @@ use crate::collectors::Collector;
 use crate::config::{Config, GpuMode};
 use crate::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::http::{self, HttpState};
+use crate::lock::Locked;
 use crate::log_source::LogSource;
 use crate::metrics::{self, Exposition};
 use crate::model::Run;
@@ -37,13 +38,12 @@ fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
     };
     let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
     {
-        let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = run.locked();
         run.plan = config.plan.clone();
         run.identity = config.run.as_ref().map(|r| r.label.clone());
         run.collectors_on = config.collectors;
     }
-    run.lock().unwrap_or_else(|e| e.into_inner()).discovered =
-        config.discovered.as_ref().map(|(_, found)| found.clone());
+    run.locked().discovered = config.discovered.as_ref().map(|(_, found)| found.clone());
     let logs = LogSource::new(
         &config.logs,
         config.max_line_bytes,
@@ -82,8 +82,8 @@ fn gpu_reader(
             Err(e) if config.gpu == GpuMode::On => anyhow::bail!("gpu = \"on\" but {e}"),
             Err(e) => {
                 tracing::warn!("{e}; GPU metrics are off (use gpu = \"off\" to say so)");
-                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
-                run.set_collector("gpu", false, 0.0);
+                let mut run = run.locked();
+                run.set_collector(crate::collectors::Collector::Gpu, false, 0.0);
                 Ok(None)
             }
         },
@@ -190,7 +190,7 @@ pub async fn serve(
     let both = || FirstRead::of(&[&ready, &judging]);
     let silences = Arc::new(crate::alert::silence::Store::open(state_dir.as_ref()));
     if config.collectors.on(Collector::History) {
-        run.lock().unwrap_or_else(|e| e.into_inner()).history =
+        run.locked().history =
             crate::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
     }
     let state = http_state(&config, &run, silences.clone(), &ready);

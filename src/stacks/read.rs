@@ -2,6 +2,7 @@
 //! in one line; and what that says of a stall's cause. Pure: threads in, words out.
 
 use super::{Frame, ProcessStacks, Thread, Verdict, Wait};
+use crate::model::stacks::short_file;
 use std::collections::BTreeMap;
 
 /// One thread, read.
@@ -32,22 +33,6 @@ fn is_package(file: &str) -> bool {
 fn package(file: &str) -> Option<&str> {
     let rest = &file[file.find("-packages/")? + "-packages/".len()..];
     rest.split('/').next()
-}
-
-/// The file as py-spy's text dump shows it: from the package or the standard library's
-/// folder on, else the file's name.
-pub fn short_file(file: &str) -> &str {
-    for marker in ["-packages/", "/lib/python3"] {
-        if let Some(at) = file.find(marker) {
-            let rest = &file[at + marker.len()..];
-            // `/lib/python3.11/x.py`: skip the version folder.
-            return match marker {
-                "/lib/python3" => rest.split_once('/').map_or(rest, |(_, r)| r),
-                _ => rest,
-            };
-        }
-    }
-    file.rsplit('/').next().unwrap_or(file)
 }
 
 /// The last part of a qualified name: `BaseEventLoop._run_once` → `_run_once`.

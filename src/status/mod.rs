@@ -464,7 +464,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         collectors: run
             .collectors
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), run.collector_up(k, v, now)))
+            .map(|(k, v)| (k.name().to_owned(), run.collector_up(*k, v, now)))
             .collect(),
         collectors_on: run
             .collectors_on

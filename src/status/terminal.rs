@@ -63,6 +63,18 @@ fn bytes(b: u64) -> String {
 pub fn render(status: &Status, color: bool) -> String {
     let p = Paint { on: color };
     let mut s = String::new();
+    header(&mut s, status, &p);
+    partitions(&mut s, status, &p);
+    gpus(&mut s, status, &p);
+    s.push('\n');
+    process_and_server(&mut s, status, &p);
+    collectors_and_files(&mut s, status, &p);
+    alerts_and_stacks(&mut s, status, &p);
+    s
+}
+
+/// The verdict, the node and the model; the run's progress, ETA and outlook.
+fn header(s: &mut String, status: &Status, p: &Paint) {
     let firing = status.alerts.iter().filter(|a| a.firing).count();
     let verdict = if status.healthy {
         p.green("HEALTHY")
@@ -102,6 +114,10 @@ pub fn render(status: &Status, color: bool) -> String {
         p.dim(&r.outlook)
     };
     let _ = writeln!(s, "    {outlook}\n");
+}
+
+/// A line per partition, then an earlier run's partitions apart.
+fn partitions(s: &mut String, status: &Status, p: &Paint) {
     let name_width = status
         .partitions
         .iter()
@@ -118,7 +134,7 @@ pub fn render(status: &Status, color: bool) -> String {
         ))
     );
     for part in &status.partitions {
-        s += &partition_line(part, name_width, &p);
+        *s += &partition_line(part, name_width, p);
     }
     if !status.previous.is_empty() {
         let _ = writeln!(
@@ -138,6 +154,10 @@ pub fn render(status: &Status, color: bool) -> String {
             );
         }
     }
+}
+
+/// A line per GPU, where they are read.
+fn gpus(s: &mut String, status: &Status, p: &Paint) {
     if let Some(gpus) = &status.gpus {
         let _ = writeln!(s, "\n{}", p.dim("  GPU  NAME                       UTIL                MEMORY              TEMP   POWER"));
         for g in gpus {
@@ -162,7 +182,10 @@ pub fn render(status: &Status, color: bool) -> String {
     } else {
         let _ = writeln!(s, "\n  GPUs: not read");
     }
-    s.push('\n');
+}
+
+/// The driver process and the inference server, as probed.
+fn process_and_server(s: &mut String, status: &Status, p: &Paint) {
     match &status.process {
         Some(pr) if pr.up => {
             let _ = writeln!(s, "  process: {} (pid {})", p.green("running"), opt(pr.pid));
@@ -205,6 +228,10 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
         }
     }
+}
+
+/// The collectors switched off, and the files whose file system does not answer.
+fn collectors_and_files(s: &mut String, status: &Status, p: &Paint) {
     let off: Vec<&str> = crate::collectors::Collector::NAMES
         .iter()
         .copied()
@@ -226,6 +253,10 @@ pub fn render(status: &Status, color: bool) -> String {
             human(status.generated_at - since)
         );
     }
+}
+
+/// The alerts pending and firing, and the last stacks taken.
+fn alerts_and_stacks(s: &mut String, status: &Status, p: &Paint) {
     if !status.alerts.is_empty() {
         let _ = writeln!(s, "\n  {}", p.bold("ALERTS"));
         for a in &status.alerts {
@@ -255,7 +286,6 @@ pub fn render(status: &Status, color: bool) -> String {
             let _ = writeln!(s, "  {}", process.summary);
         }
     }
-    s
 }
 
 fn partition_line(part: &PartitionStatus, name_width: usize, p: &Paint) -> String {

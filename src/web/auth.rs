@@ -8,6 +8,7 @@
 //! takes does not tell which users exist.
 
 use super::{problem, Problem};
+use crate::lock::Locked;
 use base64::Engine;
 use hyper::header::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
@@ -97,7 +98,7 @@ impl BasicAuth {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], bool>> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        self.cache.locked()
     }
 }
 

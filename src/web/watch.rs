@@ -7,6 +7,7 @@
 //! rotation must not take the endpoint down, and its completion is a change of its own.
 
 use super::{load, Active, Counters};
+use crate::lock::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -67,7 +68,7 @@ impl Watched {
 
     /// The config to serve the next connection with, read again if a file changed.
     pub fn current(&self) -> Arc<Active> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.current.locked();
         let stamps: Vec<Stamp> = current.active.files.iter().map(|f| stamp(f)).collect();
         if stamps == current.stamps {
             return current.active.clone();

@@ -188,9 +188,9 @@ fn a_loop_is_found_and_comments_do_not_count() {
 }
 
 /// The top layer: the configuration and the command line, and the wiring that takes a
-/// configuration (the sidecar, the demo) or a command line (the remote clients). The layers
+/// configuration (the sidecar, the demo) or a command line (the remote clients, the commands). The layers
 /// below take plain values from it and import none of it.
-const TOP: [&str; 5] = ["config", "cli", "sidecar", "demo", "remote"];
+const TOP: [&str; 6] = ["config", "cli", "sidecar", "demo", "remote", "commands"];
 
 #[test]
 fn nothing_below_the_top_layer_imports_it() {
@@ -270,5 +270,133 @@ fn the_architecture_docs_picture_of_the_layers_is_the_codes() {
     assert_eq!(
         drawn, picture,
         "docs/architecture.md's layers differ from the code's"
+    );
+}
+
+/// The longest a function may be: past it, a function is usually two concerns.
+const LONGEST_FUNCTION: usize = 100;
+
+/// The functions allowed past it: the families a scrape encodes, one declaration after
+/// another, read top to bottom.
+const DECLARATIVE: [&str; 3] = [
+    "src/metrics/partitions.rs: encode",
+    "src/metrics/gpu.rs: encode",
+    "src/metrics/server.rs: encode",
+];
+
+/// `file: name` and the length in lines of every function of `source` longer than `limit`.
+/// Braces are counted outside string and character literals and comments; a function ends
+/// where its body's braces close (a declaration without a body is none).
+fn long_functions(file: &str, source: &str, limit: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut long = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "fn") else {
+            continue;
+        };
+        let before_ok = words[..at].iter().all(|w| {
+            [
+                "pub",
+                "pub(crate)",
+                "pub(super)",
+                "async",
+                "unsafe",
+                "const",
+            ]
+            .contains(w)
+        });
+        let Some(name) = words.get(at + 1).filter(|_| before_ok) else {
+            continue;
+        };
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0i64, false);
+        for (end, l) in lines.iter().enumerate().skip(start) {
+            let code = code_of(l);
+            if !opened && code.trim_end().ends_with(';') && !code.contains('{') {
+                break;
+            }
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth <= 0 {
+                let length = end - start + 1;
+                if length > limit {
+                    long.push((format!("{file}: {name}"), length));
+                }
+                break;
+            }
+        }
+    }
+    long
+}
+
+/// A line without its string and character literals and its comment.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(s) = chars.next() {
+                    match s {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if matches!(chars.clone().nth(1), Some('\'')) => {
+                chars.next();
+                chars.next();
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_is_over_100_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut long: Vec<(String, usize)> = files
+        .iter()
+        .flat_map(|f| {
+            let name = f.strip_prefix(root).unwrap().display().to_string();
+            long_functions(
+                &name,
+                &std::fs::read_to_string(f).unwrap(),
+                LONGEST_FUNCTION,
+            )
+        })
+        .filter(|(f, _)| !DECLARATIVE.contains(&f.as_str()))
+        .collect();
+    long.sort_by_key(|(_, lines)| std::cmp::Reverse(*lines));
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines (split each into its concerns): {long:?}"
+    );
+    // The scanner itself: a function of 101 lines is caught, one with braces in its strings
+    // and characters is measured by its code, and a declaration is no function.
+    let body = "    let x = \"{\";\n".repeat(99);
+    let made = format!("fn made() {{\n{body}}}\nfn decl();\nfn brace() {{ let c = '}}'; }}\n");
+    assert_eq!(
+        long_functions("made.rs", &made, LONGEST_FUNCTION),
+        [("made.rs: made".to_owned(), 101)]
     );
 }
