@@ -477,16 +477,7 @@ fn every_dashboard_and_rule_query_returns_data_from_three_sidecars() {
         &format!("Prometheus to load and evaluate the {defined} rules cleanly"),
         Duration::from_secs(60),
         || {
-            let rules: Vec<Value> = get_json(prometheus.addr, "/api/v1/rules")
-                .map(|answer| {
-                    answer["data"]["groups"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .flat_map(|g| g["rules"].as_array().into_iter().flatten().cloned())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let rules = prometheus.rules();
             let healthy = rules.iter().all(|r| r["health"] == "ok");
             if rules.len() == defined && healthy {
                 Ok(rules)

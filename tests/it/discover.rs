@@ -133,6 +133,20 @@ glob = "{root}/prepared/*/raw_responses.jsonl"
     assert!(got.get("server_metrics_url").is_none());
 }
 
+/// A sidecar on the run folder `root`, looking again every second and probing every 200 ms.
+fn watching(root: &str) -> Sidecar {
+    Sidecar::run(&[
+        "--run-dir",
+        root,
+        "--discover-interval",
+        "1s",
+        "--probe-interval",
+        "200ms",
+        "--gpu",
+        "off",
+    ])
+}
+
 /// The exposition without what depends on when it was taken.
 fn figures(m: &Metrics) -> Vec<String> {
     m.0.lines()
@@ -232,16 +246,7 @@ fn run_dir_serves_what_the_explicit_flags_serve_without_the_previous_partition()
 fn a_server_started_after_the_sidecar_is_found() {
     let run = run_folder();
     let root = run.root.display().to_string();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        &root,
-        "--discover-interval",
-        "1s",
-        "--probe-interval",
-        "200ms",
-        "--gpu",
-        "off",
-    ]);
+    let sidecar = watching(&root);
     sidecar.wait_log("discovered: no SGLang or vLLM server process");
     let m = sidecar.wait_metrics("the run read", |m| {
         m.get("pulse_run_requests_completed", "") == Some(70.0)
@@ -338,18 +343,7 @@ fn two_runs_on_one_node_each_take_the_server_their_driver_talks_to() {
     let root_b = dir.path().join("synth_B");
     let _driver_a = talking_driver(&root_a, port_a);
     let _driver_b = talking_driver(&root_b, port_b);
-    let sidecar = |root: &Path| {
-        Sidecar::run(&[
-            "--run-dir",
-            path_str(root),
-            "--discover-interval",
-            "1s",
-            "--probe-interval",
-            "200ms",
-            "--gpu",
-            "off",
-        ])
-    };
+    let sidecar = |root: &Path| watching(path_str(root));
     let a = sidecar(&root_a);
     let b = sidecar(&root_b);
     let mut run_ids = Vec::new();
@@ -468,19 +462,7 @@ fn a_worker_node_is_found_by_its_node_rank() {
     let root = dir.path().join("synth_100k");
     std::fs::create_dir_all(root.as_path()).unwrap();
     // The second node of a two-node SGLang server, started in the run folder; no driver here.
-    let _rank = FakeServer::start(
-        Engine::Sglang,
-        &[
-            "--nnodes",
-            "2",
-            "--node-rank",
-            "1",
-            "--dist-init-addr",
-            "127.0.0.1:5000",
-        ],
-        &root,
-        true,
-    );
+    let _rank = FakeServer::start(Engine::Sglang, SGLANG_RANK_1, &root, true);
     let got = discover(&root);
     assert_eq!(
         got.get("role").and_then(toml::Value::as_str),
@@ -504,16 +486,7 @@ fn a_server_the_run_does_not_use_is_not_the_runs() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let other = FakeServer::start(Engine::Vllm, &[], &elsewhere, true);
     let root = run.root.display().to_string();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        &root,
-        "--discover-interval",
-        "1s",
-        "--probe-interval",
-        "200ms",
-        "--gpu",
-        "off",
-    ]);
+    let sidecar = watching(&root);
     let pid = other.pid();
     let status = wait_status(
         &sidecar,

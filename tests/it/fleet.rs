@@ -505,19 +505,7 @@ impl Fleet {
         // nothing on its port (nothing listens there).
         let worker_dir = root.join("node-a2");
         std::fs::create_dir_all(worker_dir.as_path()).unwrap();
-        let rank = FakeServer::start(
-            Engine::Sglang,
-            &[
-                "--nnodes",
-                "2",
-                "--node-rank",
-                "1",
-                "--dist-init-addr",
-                "127.0.0.1:5000",
-            ],
-            &worker_dir,
-            false,
-        );
+        let rank = FakeServer::start(Engine::Sglang, SGLANG_RANK_1, &worker_dir, false);
         let rank_pid = rank.pid();
         kept.push(Box::new(rank));
         let nvml_script = root.join("nvml.json");
@@ -847,16 +835,7 @@ fn prometheus_scrapes_every_sidecar_and_evaluates_every_rule() {
         "Prometheus to load and evaluate every rule cleanly",
         PROMETHEUS_LIMIT,
         || {
-            let rules: Vec<Value> = get_json(prometheus.addr, "/api/v1/rules")
-                .map(|answer| {
-                    answer["data"]["groups"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .flat_map(|g| g["rules"].as_array().into_iter().flatten().cloned())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let rules = prometheus.rules();
             let unhealthy: Vec<String> = rules
                 .iter()
                 .filter(|r| r["health"] != "ok")

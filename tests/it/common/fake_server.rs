@@ -48,6 +48,17 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 "#;
 
+/// The launch options of the second node of a two-node SGLang server: a rank above 0, which
+/// serves no HTTP of its own.
+pub const SGLANG_RANK_1: &[&str] = &[
+    "--nnodes",
+    "2",
+    "--node-rank",
+    "1",
+    "--dist-init-addr",
+    "127.0.0.1:5000",
+];
+
 pub struct FakeServer {
     pub process: Killed,
     pub port: u16,

@@ -19,7 +19,7 @@ pub mod repo;
 pub mod smtp;
 pub mod tls;
 
-pub use fake_server::{Engine, FakeServer};
+pub use fake_server::{Engine, FakeServer, SGLANG_RANK_1};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_pipeline-pulse");
 

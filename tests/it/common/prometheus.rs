@@ -40,6 +40,20 @@ impl Prometheus {
         }
     }
 
+    /// The rules Prometheus has loaded, every group's; none until it answers.
+    pub fn rules(&self) -> Vec<Value> {
+        get_json(self.addr, "/api/v1/rules")
+            .map(|answer| {
+                answer["data"]["groups"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|g| g["rules"].as_array().into_iter().flatten().cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Runs an instant query; `None` until Prometheus answers.
     pub fn query(&self, expr: &str) -> Option<Value> {
         get_json(
