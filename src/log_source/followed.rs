@@ -174,7 +174,44 @@ impl FollowedLog {
             let birth = self.birth_wanted(run, index);
             let mut guard = run.locked();
             let model = &mut *guard;
-            self.apply_batch(index, model, now);
+            // Each line in order, a reset before a line telling that line it may begin a new run.
+            // Inline here, not a method: split out, the per-line closure is no longer inlined and
+            // reading a log costs 15% more (BENCHMARKS.md, issue 49).
+            let mut start = 0;
+            let utc_offset = model.utc_offset;
+            let (parser, stripped) = (&mut self.parser, &mut self.stripped);
+            let mut after_reset = self.after_reset;
+            let mut resets = self.resets.iter().peekable();
+            for (i, &end) in self.ends.iter().enumerate() {
+                while let Some((_, replaced)) = resets.next_if(|r| r.0 <= i) {
+                    after_reset = Some(after_reset.unwrap_or(false) || *replaced);
+                }
+                self.unwrap.lines(
+                    &self.batch[start..end],
+                    utc_offset,
+                    &mut |piece| match piece {
+                        Piece::Text(text, at) => {
+                            let line = ansi::strip(text, stripped);
+                            let at = line_time(at, now);
+                            // The log rewritten from its start or replaced: with a first
+                            // line that begins a run, a new run may be in its place.
+                            if after_reset
+                                .take()
+                                .is_some_and(|replaced| model.is_new_run(index, line, replaced))
+                            {
+                                model.begin_new_run(index, line, at);
+                            }
+                            model.ingest(index, line, parser.parse(line), at);
+                        }
+                        Piece::Unreadable => {
+                            let raw = &self.batch[start..end];
+                            model.ingest(index, raw, Some(Event::Unparsed), now)
+                        }
+                    },
+                );
+                start = end;
+            }
+            self.after_reset = after_reset.or(resets.next().map(|r| r.1));
             if result.as_ref().is_ok_and(|p| !p.more) {
                 self.peek_pending_frame(index, model, now);
             }
@@ -183,75 +220,47 @@ impl FollowedLog {
                 *p = self.position();
             }
             drop(guard);
-            let switches = self.follower.switches();
-            match result {
-                Ok(polled) if !polled.present => {
-                    let message = format!(
-                        "log {} does not exist (yet); watching for it",
-                        self.follower.path().display()
-                    );
-                    self.problem(tracing::Level::INFO, message);
-                    return Polled {
-                        ok: false,
-                        switches,
-                    };
-                }
-                Ok(polled) => {
-                    self.has_read = true;
-                    if !polled.more {
-                        self.recovered();
-                        return Polled { ok: true, switches };
-                    }
-                }
-                Err(e) => {
-                    self.problem(tracing::Level::WARN, e.to_string());
-                    return Polled {
-                        ok: false,
-                        switches,
-                    };
-                }
+            if let Some(polled) = self.polled(result) {
+                return polled;
             }
         }
     }
 
-    /// Applies the batch just read to the model: each line in order, a reset before a line
-    /// telling that line it may begin a new run.
-    fn apply_batch(&mut self, index: usize, model: &mut Run, now: f64) {
-        let mut start = 0;
-        let utc_offset = model.utc_offset;
-        let (parser, stripped) = (&mut self.parser, &mut self.stripped);
-        let mut after_reset = self.after_reset;
-        let mut resets = self.resets.iter().peekable();
-        for (i, &end) in self.ends.iter().enumerate() {
-            while let Some((_, replaced)) = resets.next_if(|r| r.0 <= i) {
-                after_reset = Some(after_reset.unwrap_or(false) || *replaced);
+    /// What one batch's read says of the poll: `None` to read on (there is more), else how it
+    /// ended, the log's problems said once and its recovery too.
+    fn polled(
+        &mut self,
+        result: Result<crate::tail::Polled, crate::tail::TailError>,
+    ) -> Option<Polled> {
+        let switches = self.follower.switches();
+        match result {
+            Ok(polled) if !polled.present => {
+                let message = format!(
+                    "log {} does not exist (yet); watching for it",
+                    self.follower.path().display()
+                );
+                self.problem(tracing::Level::INFO, message);
+                Some(Polled {
+                    ok: false,
+                    switches,
+                })
             }
-            self.unwrap.lines(
-                &self.batch[start..end],
-                utc_offset,
-                &mut |piece| match piece {
-                    Piece::Text(text, at) => {
-                        let line = ansi::strip(text, stripped);
-                        let at = line_time(at, now);
-                        // The log rewritten from its start or replaced: with a first
-                        // line that begins a run, a new run may be in its place.
-                        if after_reset
-                            .take()
-                            .is_some_and(|replaced| model.is_new_run(index, line, replaced))
-                        {
-                            model.begin_new_run(index, line, at);
-                        }
-                        model.ingest(index, line, parser.parse(line), at);
-                    }
-                    Piece::Unreadable => {
-                        let raw = &self.batch[start..end];
-                        model.ingest(index, raw, Some(Event::Unparsed), now)
-                    }
-                },
-            );
-            start = end;
+            Ok(polled) => {
+                self.has_read = true;
+                if polled.more {
+                    return None;
+                }
+                self.recovered();
+                Some(Polled { ok: true, switches })
+            }
+            Err(e) => {
+                self.problem(tracing::Level::WARN, e.to_string());
+                Some(Polled {
+                    ok: false,
+                    switches,
+                })
+            }
         }
-        self.after_reset = after_reset.or(resets.next().map(|r| r.1));
     }
 
     /// Keeps in the model what the poll learnt of the log: its format and envelope once found,

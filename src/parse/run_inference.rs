@@ -68,6 +68,7 @@ const LEVELS: [&[u8]; 5] = [b"INFO", b"WARNING", b"ERROR", b"DEBUG", b"CRITICAL"
 /// name after the level), or `INFO:root:Processing: B1` (`basicConfig`'s default). Any other
 /// line is returned whole: the prefix must be one of these exactly, so a progress line that
 /// begins with digits is never cut.
+#[inline]
 fn without_logger_prefix(line: &[u8]) -> &[u8] {
     let mut rest = line;
     // `YYYY-MM-DD HH:MM:SS[,mmm]`
