@@ -280,24 +280,10 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
     let pick = |by: &dyn Fn(&Proc) -> bool| -> Vec<(&Proc, &'static str)> {
         launchers.iter().filter(|(p, _)| by(p)).copied().collect()
     };
-    let only_one = |p: &Proc, engine: &str| {
-        match driver {
-        None => Ok(format!("{} (no driver found yet)", crate::model::ONLY_ONE)),
-        Some(pid) if sockets::talks_out(sockets, &sockets_of(pid)) => Ok(format!(
-            "{} (the driver talks to a local port that no process it can read listens on)",
-            crate::model::ONLY_ONE
-        )),
-        Some(pid) => Err(format!(
-            "{engine} server pid {} is not the run's: driver pid {pid} talks to no server on this node (its engine runs in-process, or it waits), and the server neither works in nor logs into {}; give --server-health-url for it if it is",
-            p.pid,
-            run_dir.display()
-        )),
-    }
-    };
     let (chosen, chosen_by) = match (pick(&connected), pick(&in_folder), launchers.as_slice()) {
         (c, _, _) if !c.is_empty() => (c[0], "the driver's connection to it".to_owned()),
         (_, t, _) if !t.is_empty() => (t[0], format!("the run folder {}", run_dir.display())),
-        (_, _, [only]) => match only_one(only.0, only.1) {
+        (_, _, [only]) => match only_one(only, run_dir, driver, sockets, &sockets_of) {
             Ok(by) => (*only, by),
             Err(note) => {
                 return Found {
@@ -340,6 +326,29 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         role: Some(role),
         server: Some(server),
         note: None,
+    }
+}
+
+/// Why the only server on the node may be taken as the run's, a guess said as such; or, where
+/// the driver's sockets say it is not the run's, why it is passed over.
+fn only_one(
+    (p, engine): &(&Proc, &str),
+    run_dir: &Path,
+    driver: Option<u32>,
+    sockets: &[Socket],
+    sockets_of: &dyn Fn(u32) -> std::collections::BTreeSet<u64>,
+) -> Result<String, String> {
+    let only = crate::model::ONLY_ONE;
+    match driver {
+        None => Ok(format!("{only} (no driver found yet)")),
+        Some(pid) if sockets::talks_out(sockets, &sockets_of(pid)) => Ok(format!(
+            "{only} (the driver talks to a local port that no process it can read listens on)"
+        )),
+        Some(pid) => Err(format!(
+            "{engine} server pid {} is not the run's: driver pid {pid} talks to no server on this node (its engine runs in-process, or it waits), and the server neither works in nor logs into {}; give --server-health-url for it if it is",
+            p.pid,
+            run_dir.display()
+        )),
     }
 }
 

@@ -117,6 +117,9 @@ pub(super) fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 
 pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, threshold) = (j.run, rule.threshold);
+    if run.server_guessed() {
+        return Vec::new();
+    }
     let figures = run.server_figures();
     // A log's last report may be stale (SGLang prints nothing once idle): it is believed
     // while the client waits for results, that is while a partition is active.
@@ -173,7 +176,7 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(server) = &j.run.server else {
         return Vec::new();
     };
-    if server.up != Some(false) || j.run.finished(&j.views) {
+    if server.up != Some(false) || j.run.finished(&j.views) || j.run.server_guessed() {
         return Vec::new();
     }
     let probe = server

@@ -111,6 +111,22 @@ fn stall_causes_from_the_evidence() {
     let c = eval(&run, stalled_at);
     assert!(alerts(&c).contains(&(AlertName::ServerDown, None)));
     assert!(c.iter().any(|c| c.summary.contains("server down")));
+    // The same server, when it is only discovery's guess, is never paged about.
+    run.discovered = Some(crate::model::Discovered {
+        server: Some(crate::model::DiscoveredServer {
+            pid: 7,
+            engine: "vllm".into(),
+            command: "vllm serve m".into(),
+            health_url: "http://127.0.0.1:8000/health".into(),
+            metrics_url: None,
+            log: None,
+            workers: Vec::new(),
+            by: format!("{} (no driver found yet)", crate::model::ONLY_ONE),
+            serves_http: true,
+        }),
+        ..Default::default()
+    });
+    assert!(!alerts(&eval(&run, stalled_at)).contains(&(AlertName::ServerDown, None)));
 
     let mut run = active_run();
     run.server = Some(ServerState {

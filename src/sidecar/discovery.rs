@@ -181,16 +181,16 @@ impl Discovery {
 /// (docs/configuration.md, "Which server is the run's"). A server tied to the run replaces any
 /// other, and stays when a scan no longer sees it: its absence is ServerDown's to tell. The only
 /// server on the node, a guess, never replaces a tied one, is not taken once a driver was seen
-/// that this scan misses (the run's "no driver yet" is over), and goes as soon as a scan that
-/// sees the driver does not take it (the driver talks to another server, or to none).
+/// that this scan misses (the run's "no driver yet" is over), and is kept only while each scan
+/// takes it again: gone, or not taken by a scan that sees the driver (it talks to another
+/// server, or to none), it is dropped, never told of as down.
 fn next_server(
     old: Option<&DiscoveredServer>,
     new: Option<DiscoveredServer>,
     driver_in_scan: bool,
     driver_seen: bool,
 ) -> Option<DiscoveredServer> {
-    let tied_old = old.filter(|o| o.tied());
-    match (new, tied_old) {
+    match (new, old.filter(|o| o.tied())) {
         (Some(new), _) if new.tied() => Some(new),
         // The same process, tied before: it keeps the reason it was taken for.
         (Some(new), Some(o)) if o.pid == new.pid => Some(DiscoveredServer {
@@ -198,10 +198,8 @@ fn next_server(
             ..new
         }),
         (_, Some(o)) => Some(o.clone()),
-        (Some(_), None) if driver_seen && !driver_in_scan => None,
-        (Some(new), None) => Some(new),
-        (None, None) if !driver_seen => old.cloned(),
-        (None, None) => None,
+        (Some(new), None) if driver_in_scan || !driver_seen => Some(new),
+        _ => None,
     }
 }
 
@@ -276,9 +274,14 @@ mod tests {
         };
         let tied = || server(8, "the run folder /run");
         let pid = |s: Option<DiscoveredServer>| s.map(|s| s.pid);
-        // No driver yet: the guess is taken and kept while the scans say nothing else.
+        // No driver yet: the guess is taken while each scan takes it again, and dropped once
+        // gone, never told of as down.
         assert_eq!(pid(next_server(None, Some(only()), false, false)), Some(7));
-        assert_eq!(pid(next_server(Some(&only()), None, false, false)), Some(7));
+        assert_eq!(
+            pid(next_server(Some(&only()), Some(only()), false, false)),
+            Some(7)
+        );
+        assert_eq!(pid(next_server(Some(&only()), None, false, false)), None);
         // A scan that sees the driver and takes no server drops the guess.
         assert_eq!(pid(next_server(Some(&only()), None, true, true)), None);
         // A driver seen once and missed now (it ended): the only server is not taken.
