@@ -87,6 +87,7 @@ pub fn fail_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collectors::Collector;
 
     #[test]
     fn the_fail_url_goes_before_the_query() {
@@ -107,8 +108,8 @@ mod tests {
     #[test]
     fn a_collector_down_is_named() {
         let mut run = Run::default();
-        run.set_collector(crate::collectors::Collector::Log, true, 0.0);
-        run.set_collector(crate::collectors::Collector::Gpu, false, 0.0);
+        run.set_collector(Collector::Log, true, 0.0);
+        run.set_collector(Collector::Gpu, false, 0.0);
         assert_eq!(down(&run), ["gpu"]);
     }
 }

@@ -11,6 +11,7 @@ pub use nvml::{check, start_xid_watcher, NvmlReader};
 pub use simulated::Simulated;
 
 use crate::clock;
+use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
@@ -46,8 +47,7 @@ impl GpuSource {
         processes: bool,
         timeout: Duration,
     ) -> GpuSource {
-        run.locked()
-            .expect_collector(crate::collectors::Collector::Gpu);
+        run.locked().expect_collector(Collector::Gpu);
         let (requests, asks) = mpsc::channel::<bool>();
         let (answers, results) = mpsc::channel();
         // Ends when the source is dropped (its sender goes), once a hung call returns.
@@ -105,7 +105,7 @@ impl GpuSource {
             );
             run.gpu_hung_since = Some(since);
         }
-        run.set_collector(crate::collectors::Collector::Gpu, false, waited);
+        run.set_collector(Collector::Gpu, false, waited);
     }
 
     fn apply(&mut self, result: Result<GpuReading, String>, elapsed: f64) {
@@ -124,13 +124,13 @@ impl GpuSource {
                 let driver = run.process.as_ref().and_then(|p| p.pid);
                 attribute(&mut reading, server, driver);
                 run.take_gpus(reading);
-                run.set_collector(crate::collectors::Collector::Gpu, true, elapsed);
+                run.set_collector(Collector::Gpu, true, elapsed);
                 if self.problem.take().is_some() {
                     tracing::info!("reading the GPUs again");
                 }
             }
             Err(e) => {
-                run.set_collector(crate::collectors::Collector::Gpu, false, elapsed);
+                run.set_collector(Collector::Gpu, false, elapsed);
                 if self.problem.as_deref() != Some(e.as_str()) {
                     tracing::warn!("cannot read the GPUs: {e}");
                     self.problem = Some(e);

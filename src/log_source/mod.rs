@@ -11,6 +11,7 @@ mod spec;
 mod worker;
 
 use crate::clock;
+use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 use crate::parse::{ansi, Parser};
@@ -76,7 +77,7 @@ impl LogSource {
         source.run.locked().utc_offset = clock::utc_offset();
         if !logs.is_empty() {
             let mut run = source.run.locked();
-            run.expect_collector(crate::collectors::Collector::Log);
+            run.expect_collector(Collector::Log);
             for (stats, log) in run.logs.iter_mut().zip(logs) {
                 stats.server = log.server;
             }
@@ -276,11 +277,7 @@ impl LogSource {
                 run.hung_files
                     .insert(path.clone(), now - crate::model::HUNG_AFTER);
             }
-            run.set_collector(
-                crate::collectors::Collector::Log,
-                all_up,
-                elapsed.as_secs_f64(),
-            );
+            run.set_collector(Collector::Log, all_up, elapsed.as_secs_f64());
         }
         // A rotation changes which files a restart must find: record it now, not at the next
         // interval, so a kill loses at most what was read since.

@@ -32,6 +32,7 @@ pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_REC
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
 pub use window::Window;
 
+use crate::collectors::Collector;
 use crate::parse::{Event, ServerLine, ServerRead};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -71,7 +72,7 @@ pub struct Run {
     pub logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
     #[serde(skip)]
-    pub collectors: BTreeMap<crate::collectors::Collector, CollectorState>,
+    pub collectors: BTreeMap<Collector, CollectorState>,
     /// The collectors switched on (`collectors`): the families of the others are not
     /// exported, even where a snapshot holds figures of theirs.
     #[serde(skip)]
@@ -333,13 +334,8 @@ impl Run {
 
     /// Whether collector `name` works at `now`: its latest collection did, and it is not stuck
     /// in a read that does not return.
-    pub fn collector_up(
-        &self,
-        collector: crate::collectors::Collector,
-        state: &CollectorState,
-        now: Seconds,
-    ) -> bool {
-        let stuck = collector == crate::collectors::Collector::Outputs
+    pub fn collector_up(&self, collector: Collector, state: &CollectorState, now: Seconds) -> bool {
+        let stuck = collector == Collector::Outputs
             && self
                 .output_reading
                 .values()
@@ -557,7 +553,7 @@ impl Run {
             server,
             ..LogStats::default()
         });
-        self.expect_collector(crate::collectors::Collector::Log);
+        self.expect_collector(Collector::Log);
         self.logs.len() - 1
     }
 
@@ -568,20 +564,14 @@ impl Run {
         self.server_generating_at = None;
         self.server_working_at = None;
         self.server_seen_at = None;
-        self.collectors
-            .remove(&crate::collectors::Collector::Server);
+        self.collectors.remove(&Collector::Server);
     }
 
-    pub fn expect_collector(&mut self, collector: crate::collectors::Collector) {
+    pub fn expect_collector(&mut self, collector: Collector) {
         self.collectors.entry(collector).or_default();
     }
 
-    pub fn set_collector(
-        &mut self,
-        collector: crate::collectors::Collector,
-        up: bool,
-        duration_seconds: f64,
-    ) {
+    pub fn set_collector(&mut self, collector: Collector, up: bool, duration_seconds: f64) {
         let state = self.collectors.entry(collector).or_default();
         state.up = up;
         state.duration_seconds = duration_seconds;

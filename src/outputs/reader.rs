@@ -18,6 +18,7 @@ use super::catalog::{expand, Catalog, Entry, Files};
 use super::watch::{self, Watcher};
 use super::FileWatch;
 use crate::clock;
+use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::{OutputFiles, Run};
 use std::path::PathBuf;
@@ -233,7 +234,7 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         let mut catalog = shared.catalog();
         if catalog.take_additions() {
             let mut run = run.locked();
-            run.expect_collector(crate::collectors::Collector::Outputs);
+            run.expect_collector(Collector::Outputs);
         }
         if catalog.is_empty() {
             return true;
@@ -316,11 +317,7 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     };
     run.refresh_output_totals();
     run.note_output_tokens(clock::now(), changed);
-    run.set_collector(
-        crate::collectors::Collector::Outputs,
-        all_up,
-        started.elapsed().as_secs_f64(),
-    );
+    run.set_collector(Collector::Outputs, all_up, started.elapsed().as_secs_f64());
     true
 }
 

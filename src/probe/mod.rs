@@ -7,6 +7,7 @@ pub mod exposition;
 pub mod process;
 
 use crate::clock;
+use crate::collectors::Collector;
 use crate::http_client::{self, Url};
 use crate::lock::Locked;
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
@@ -155,10 +156,10 @@ impl Probes {
         {
             let mut run = run.locked();
             if config.process.is_some() {
-                run.expect_collector(crate::collectors::Collector::Process);
+                run.expect_collector(Collector::Process);
             }
             if config.probes_server() {
-                run.expect_collector(crate::collectors::Collector::Server);
+                run.expect_collector(Collector::Server);
             }
         }
         Probes {
@@ -188,10 +189,10 @@ impl Probes {
         let config = updates.borrow_and_update().clone();
         let mut run = self.run.locked();
         if config.process.is_some() {
-            run.expect_collector(crate::collectors::Collector::Process);
+            run.expect_collector(Collector::Process);
         }
         if config.probes_server() {
-            run.expect_collector(crate::collectors::Collector::Server);
+            run.expect_collector(Collector::Server);
         }
         if config.metrics_url != self.config.metrics_url {
             self.generated = None;
@@ -246,11 +247,7 @@ impl Probes {
                 "looking for the pipeline process in /proc took over {:?}",
                 self.config.timeout
             );
-            run.set_collector(
-                crate::collectors::Collector::Process,
-                false,
-                started.elapsed().as_secs_f64(),
-            );
+            run.set_collector(Collector::Process, false, started.elapsed().as_secs_f64());
             return;
         };
         let state = run.process.get_or_insert_with(ProcessState::default);
@@ -268,11 +265,7 @@ impl Probes {
             ),
             None => {}
         }
-        run.set_collector(
-            crate::collectors::Collector::Process,
-            true,
-            started.elapsed().as_secs_f64(),
-        );
+        run.set_collector(Collector::Process, true, started.elapsed().as_secs_f64());
     }
 
     async fn server_round(&mut self) {
@@ -286,11 +279,7 @@ impl Probes {
         }
         let worked = server.error.is_none();
         run.set_server(server, clock::now());
-        run.set_collector(
-            crate::collectors::Collector::Server,
-            worked,
-            started.elapsed().as_secs_f64(),
-        );
+        run.set_collector(Collector::Server, worked, started.elapsed().as_secs_f64());
     }
 
     async fn server(&mut self) -> ServerState {
