@@ -1,5 +1,5 @@
-//! The binary: the command line goes to [`pipeline_pulse::commands`], which runs it.
+//! The binary: the command line goes to [`pipeline_pulse::app::commands`], which runs it.
 
 fn main() -> std::process::ExitCode {
-    pipeline_pulse::commands::main()
+    pipeline_pulse::app::commands::main()
 }

@@ -105,7 +105,7 @@ const HEAD: usize = 4096;
 
 /// The run on the wire: its label, and the logs its id is read from (the run's progress
 /// logs; on a worker, those its run folder holds, which it does not follow). Plain data: the
-/// id is read by [`crate::run_id_source`], as any input is.
+/// id is read by [`crate::sources::run_id`], as any input is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunIdentity {
     pub label: RunLabel,

@@ -4,7 +4,7 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
-mod discovered;
+mod discovery;
 mod evidence;
 mod gpu;
 pub mod history;
@@ -18,7 +18,7 @@ mod server_log;
 pub mod stacks;
 mod window;
 
-pub use discovered::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
+pub use discovery::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{xid_label, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS};
 pub use node::{ProcessChange, ProcessState, ServerState};

@@ -1,9 +1,21 @@
-//! What the stacks of a stuck run's processes showed: captured by `crate::stacks` when an alert
+//! What the stacks of a stuck run's processes showed: captured by `crate::sources::stacks` when an alert
 //! about a stall fires (docs/alerts.md#stacks), kept in the model so that the rules can let the
 //! driver's stacks refine a stall's cause, and /status and the emails can show them.
 
 use super::Seconds;
 use serde::{Deserialize, Serialize};
+
+/// A capture of the run's processes, prepared while the model is read and taken after, off its
+/// lock: the stacks may take seconds, and a scrape must not wait for them.
+pub type Capture = Box<dyn FnOnce(&str, Seconds) -> Captures + Send>;
+
+/// How the stacks of a stuck run are taken: the alert engine (a sink) asks when a stall fires,
+/// the stacks source answers. The port between them, so that neither imports the other.
+pub trait TakeStacks: Send + Sync + std::fmt::Debug {
+    /// The capture for the processes the run knows now, given why it is taken and when;
+    /// `None` where it knows none.
+    fn prepare(&self, run: &super::Run) -> Option<Capture>;
+}
 
 /// The driver's role in a capture; the server's processes are `server` or their own titles.
 pub const DRIVER: &str = "driver";

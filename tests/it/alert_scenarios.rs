@@ -6,11 +6,11 @@
 //! precision, recall and detection latency is printed (`cargo test --test it alert_scenarios:: --
 //! --nocapture`) and the goal, 1.0 and 1.0, is asserted.
 
-use pipeline_pulse::alert::lifecycle::{Kind, Lifecycle};
-use pipeline_pulse::alert::AlertName;
 use pipeline_pulse::model::{InputFile, OutputFile, ProcessState, Run, ServerState};
 use pipeline_pulse::parse::{Detect, Parser};
 use pipeline_pulse::rules::{evaluate, History, Rules};
+use pipeline_pulse::sinks::alert::lifecycle::{Kind, Lifecycle};
+use pipeline_pulse::sinks::alert::AlertName;
 
 const T0: f64 = 1_780_000_000.0;
 const STEP: f64 = 15.0;

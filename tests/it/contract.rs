@@ -10,7 +10,7 @@ use crate::common::receiver::Receiver;
 use crate::common::{
     contract, path_str, require_tool, temp_dir, wait_until, Demo, Metrics, Sidecar,
 };
-use pipeline_pulse::probe::exposition;
+use pipeline_pulse::sources::probe::exposition;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpListener;

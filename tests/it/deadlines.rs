@@ -4,11 +4,11 @@
 //! pages `RunLate` once and resolves it when it speeds up; a run that stops at its budget is
 //! finished; and in a run whose pace comes in bursts the band holds the real end.
 
-use pipeline_pulse::alert::lifecycle::{Kind, Lifecycle};
-use pipeline_pulse::alert::AlertName;
 use pipeline_pulse::model::{Deadline, OutputFile, Plan, Run};
 use pipeline_pulse::parse::{Parser, RunInference};
 use pipeline_pulse::rules::{evaluate, History, Rules};
+use pipeline_pulse::sinks::alert::lifecycle::{Kind, Lifecycle};
+use pipeline_pulse::sinks::alert::AlertName;
 
 const T0: f64 = 1_780_000_000.0;
 const STEP: f64 = 15.0;

@@ -1,13 +1,19 @@
-//! The top-level modules of `src/`, folders and single files alike, import each other one way
-//! only: a module that reaches itself through others (`alert/` → `status/` → `alert/`, or
-//! `config` → `run_identity.rs` → `config`) is a loop this test names, with the files that
-//! make each step. Comments do not count; `crate::x` in code does.
+//! The modules of `src/` import each other one way only, floor by floor: `app` on top, then
+//! the sinks, the sources, the rules and the model, and the ground floor (`tail`, `parse`,
+//! `clock`, …). A module that reaches itself through others is a loop this test names, with
+//! the files that make each step; a source that imports a sink, a sink that imports a source,
+//! or anything below `app` that imports it, is named likewise. Comments do not count;
+//! `crate::x` in code does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Module → module it uses → the files of the first that use it.
 type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+/// The folders that group modules of one kind: each file or folder in them is a module of its
+/// own (`sources/log`), and the group's `mod.rs` is the module `sources`.
+const GROUPS: [&str; 3] = ["app", "sources", "sinks"];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -20,42 +26,68 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// Every `crate::NAME` in a file's code, comments left out.
+/// Every `crate::NAME` in a file's code, comments left out, with its second step where the
+/// first is a group (`crate::sources::log::X` is `sources/log`).
 fn uses(source: &str) -> BTreeSet<String> {
+    let word = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
     let mut names = BTreeSet::new();
     for line in source.lines() {
         let code = line.split("//").next().unwrap_or("");
         let mut rest = code;
         while let Some(at) = rest.find("crate::") {
             rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                names.insert(name);
+            let name = word(rest);
+            if name.is_empty() {
+                continue;
+            }
+            let after = &rest[name.len()..];
+            match after.strip_prefix("::").map(word) {
+                Some(inner) if GROUPS.contains(&name.as_str()) && !inner.is_empty() => {
+                    names.insert(format!("{name}/{inner}"));
+                }
+                _ => {
+                    names.insert(name);
+                }
             }
         }
     }
     names
 }
 
-/// The top-level modules: each folder with its files, each single file but the crate roots.
+/// The modules: each folder with its files, each single file but the crate roots, and inside
+/// a group each of its files and folders.
 fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
-    let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(src).unwrap().flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() {
-            let mut files = Vec::new();
-            rust_files(&path, &mut files);
-            out.insert(name, files);
-        } else if let Some(stem) = name.strip_suffix(".rs") {
-            if stem != "lib" && stem != "main" {
-                out.insert(stem.to_owned(), vec![path]);
+    fn entries(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<std::path::PathBuf>>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if prefix.is_empty() && GROUPS.contains(&name.as_str()) {
+                    entries(&path, &format!("{name}/"), out);
+                    continue;
+                }
+                let mut files = Vec::new();
+                rust_files(&path, &mut files);
+                out.insert(format!("{prefix}{name}"), files);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                match (prefix, stem) {
+                    ("", "lib" | "main") => {}
+                    (group, "mod") => {
+                        out.insert(group.trim_end_matches('/').to_owned(), vec![path]);
+                    }
+                    _ => {
+                        out.insert(format!("{prefix}{stem}"), vec![path]);
+                    }
+                }
             }
         }
     }
+    let mut out = BTreeMap::new();
+    entries(src, "", &mut out);
     out
 }
 
@@ -66,6 +98,10 @@ fn module_edges(src: &Path) -> Edges {
         for file in files {
             let source = std::fs::read_to_string(file).unwrap();
             for used in uses(&source) {
+                let used = match used.split_once('/') {
+                    Some((group, _)) if !modules.contains_key(&used) => group.to_owned(),
+                    _ => used,
+                };
                 if used != *module && modules.contains_key(&used) {
                     let shown = file.strip_prefix(src).unwrap().display().to_string();
                     edges
@@ -139,13 +175,13 @@ fn a_circle_made_on_purpose_is_caught() {
     copy_tree(&src, scratch.path());
     let paths = scratch.path().join("paths.rs");
     let mut text = std::fs::read_to_string(&paths).unwrap();
-    text.push_str("\n#[allow(unused_imports)]\nuse crate::cli::Cli;\n");
+    text.push_str("\n#[allow(unused_imports)]\nuse crate::app::cli::Cli;\n");
     std::fs::write(&paths, text).unwrap();
     let found = loops(&module_edges(scratch.path()));
     assert!(
         found
             .iter()
-            .any(|l| l.contains("paths → cli") && l.contains("paths.rs")),
+            .any(|l| l.contains("paths → app/cli") && l.contains("paths.rs")),
         "{found:?}"
     );
 }
@@ -165,8 +201,8 @@ fn copy_tree(from: &Path, to: &Path) {
 #[test]
 fn a_loop_is_found_and_comments_do_not_count() {
     assert_eq!(
-        uses("use crate::alert::x; // crate::status\nlet y = crate::model::Run::new();"),
-        ["alert", "model"].map(str::to_owned).into()
+        uses("use crate::sinks::alert::x; // crate::sinks::status\nlet y = crate::model::Run::new();"),
+        ["sinks/alert", "model"].map(str::to_owned).into()
     );
     let mut edges = Edges::new();
     for (a, b) in [("alert", "status"), ("status", "rules"), ("rules", "alert")] {
@@ -187,33 +223,71 @@ fn a_loop_is_found_and_comments_do_not_count() {
     assert_eq!(loop_through(&edges, "alert"), None);
 }
 
-/// The top layer: the configuration and the command line, and the wiring that takes a
-/// configuration (the sidecar, the demo) or a command line (the remote clients, the commands). The layers
-/// below take plain values from it and import none of it.
-const TOP: [&str; 6] = ["config", "cli", "sidecar", "demo", "remote", "commands"];
+/// What a kind of module may not import. `app` (the command line, the configuration and the
+/// wiring that takes them) is on top and may import anything; the layers below take plain
+/// values from it. Sources and sinks meet only in the model: a source tells the model, a sink
+/// reads it, and neither knows the other. The model and the rules know neither; the ground
+/// floor (`tail`, `parse`, `state`, …) knows none of the kinds above the model.
+fn forbidden(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "app" => &[],
+        "sources" => &["app", "sinks"],
+        "sinks" => &["app", "sources"],
+        "model" | "rules" => &["app", "sources", "sinks"],
+        _ => &["app", "sources", "sinks", "rules"],
+    }
+}
 
-#[test]
-fn nothing_below_the_top_layer_imports_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let edges = module_edges(&src);
-    let reaching_up: Vec<String> = edges
+/// A module's kind: its group (`sources` for `sources/log`), else its own name where it is
+/// `model` or `rules`, else the ground floor.
+fn kind(module: &str) -> &str {
+    match module.split('/').next().unwrap() {
+        k @ ("app" | "sources" | "sinks" | "model" | "rules") => k,
+        _ => "ground",
+    }
+}
+
+/// Every import that crosses a floor the wrong way, as `from → to (files)`.
+fn wrong_way(edges: &Edges) -> Vec<String> {
+    edges
         .iter()
-        .filter(|(module, _)| !TOP.contains(&module.as_str()))
         .flat_map(|(module, used)| {
             used.iter()
-                .filter(|(u, _)| TOP.contains(&u.as_str()))
+                .filter(|(u, _)| forbidden(kind(module)).contains(&kind(u)))
                 .map(move |(u, files)| format!("{module} → {u} ({files:?})"))
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn sources_and_sinks_meet_only_in_the_model_and_nothing_below_app_imports_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    let wrong = wrong_way(&edges);
     assert!(
-        reaching_up.is_empty(),
-        "modules below the top layer that import it:\n{}",
-        reaching_up.join("\n")
+        wrong.is_empty(),
+        "imports across the floors the wrong way:\n{}",
+        wrong.join("\n")
     );
     assert!(
-        edges["sidecar"].contains_key("config"),
-        "the sidecar takes its configuration: {:?}",
-        edges["sidecar"]
+        edges["app/sidecar"].contains_key("app/config")
+            && edges["sinks/metrics"].contains_key("model")
+            && edges["sources/log"].contains_key("model"),
+        "the imports were not read: {edges:?}"
+    );
+    // A sink reaching into a source, made on purpose in a scratch copy, is caught.
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(&src, scratch.path());
+    let report = scratch.path().join("sinks/report.rs");
+    let mut text = std::fs::read_to_string(&report).unwrap();
+    text.push_str("\n#[allow(unused_imports)]\nuse crate::sources::log::LogSource;\n");
+    std::fs::write(&report, text).unwrap();
+    let wrong = wrong_way(&module_edges(scratch.path()));
+    assert!(
+        wrong
+            .iter()
+            .any(|w| w.starts_with("sinks/report → sources/log")),
+        "{wrong:?}"
     );
 }
 
@@ -279,9 +353,9 @@ const LONGEST_FUNCTION: usize = 100;
 /// The functions allowed past it: the families a scrape encodes, one declaration after
 /// another, read top to bottom.
 const DECLARATIVE: [&str; 3] = [
-    "src/metrics/partitions.rs: encode",
-    "src/metrics/gpu.rs: encode",
-    "src/metrics/server.rs: encode",
+    "src/sinks/metrics/partitions.rs: encode",
+    "src/sinks/metrics/gpu.rs: encode",
+    "src/sinks/metrics/server.rs: encode",
 ];
 
 /// `file: name` and the length in lines of every function of `source` longer than `limit`.

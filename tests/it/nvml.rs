@@ -1,4 +1,4 @@
-//! The real NVML code path (nvml-wrapper through `src/gpu/nvml.rs`), run against a scripted
+//! The real NVML code path (nvml-wrapper through `src/sources/gpu/nvml.rs`), run against a scripted
 //! `libnvidia-ml` (`tests/fake-nvml`) loaded with `--nvml-library`: no GPU needed, and faults
 //! a real GPU cannot be asked for.
 

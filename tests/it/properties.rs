@@ -11,14 +11,14 @@
 
 use crate::common;
 use crate::common::proptest_config as config;
-use pipeline_pulse::config::RawConfig;
-use pipeline_pulse::metrics::{self, Exposition};
+use pipeline_pulse::app::config::RawConfig;
 use pipeline_pulse::model::Run;
-use pipeline_pulse::outputs::record::{Inspector, Pointers, MAX_RECORD_TOKENS};
 use pipeline_pulse::parse::{
     Detect, Event, Format, Parser, RegexFormat, RunInference, ServerLine, ServerLog, ServerRead,
     Tqdm,
 };
+use pipeline_pulse::sinks::metrics::{self, Exposition};
+use pipeline_pulse::sources::files::record::{Inspector, Pointers, MAX_RECORD_TOKENS};
 use pipeline_pulse::tail::{Follower, Tailed};
 use proptest::prelude::*;
 use std::path::Path;
@@ -240,7 +240,7 @@ proptest! {
     /// The Accept header negotiation takes any text.
     #[test]
     fn any_accept_header_negotiates(accept in ".{0,200}") {
-        let _ = pipeline_pulse::http::negotiate(Some(&accept));
+        let _ = pipeline_pulse::sinks::http::negotiate(Some(&accept));
     }
 
     /// A scraped exposition of any shape: the reader never panics and returns what it read.
@@ -256,14 +256,14 @@ proptest! {
     ) {
         let text = lines.join("\n");
         let names = ["sglang:num_running_reqs", "vllm:num_requests_running", "x"];
-        use pipeline_pulse::probe::exposition::{combine, first_of, Combine};
+        use pipeline_pulse::sources::probe::exposition::{combine, first_of, Combine};
         for how in [Combine::Sum, Combine::Mean, Combine::Max] {
             let _ = first_of(&text, &names, how);
             for name in names {
                 let _ = combine(&text, name, how);
             }
         }
-        for (name, _, _) in pipeline_pulse::probe::exposition::samples(&text) {
+        for (name, _, _) in pipeline_pulse::sources::probe::exposition::samples(&text) {
             prop_assert!(text.contains(name));
         }
     }

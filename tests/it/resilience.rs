@@ -63,7 +63,7 @@ fn a_panic_ends_the_process_and_a_restart_continues_exactly() {
     );
     let said = first.log_until("panicked at");
     assert!(
-        said.last().unwrap().contains("src/http/mod.rs"),
+        said.last().unwrap().contains("src/sinks/http/mod.rs"),
         "the panic is logged with its location: {said:?}"
     );
 

@@ -1,0 +1,198 @@
+//! The GPU source: every GPU sampled through NVML on a thread of its own, never on the scrape
+//! path (an NVML call can take tens of milliseconds, and a wedged driver much longer).
+//!
+//! NVML sits behind [`GpuReader`], so `demo` and the tests drive the same sampler with a
+//! simulated set of GPUs.
+
+mod nvml;
+mod simulated;
+
+pub use nvml::{check, start_xid_watcher, NvmlReader};
+pub use simulated::Simulated;
+
+use crate::clock;
+use crate::collectors::Collector;
+use crate::lock::Locked;
+use crate::model::Run;
+pub use crate::model::{GpuProcess, GpuReading, GpuSample};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where GPU readings come from: NVML, or a simulation.
+pub trait GpuReader: Send + 'static {
+    /// Reads every GPU once. An error means no GPU could be listed at all.
+    fn read(&mut self, processes: bool) -> Result<GpuReading, String>;
+}
+
+/// Samples the GPUs into the model. The reader runs on a worker thread of its own and each
+/// reading has a deadline: an NVML call that hangs (a GPU falling off the bus can do that for
+/// minutes) must not freeze the figures while everything looks fine. Past the deadline the
+/// collector is down, the last reading is marked stale (its gauges are not exported) and the
+/// `GpuHung` alert has the evidence; the reading that finally comes back recovers it all.
+pub struct GpuSource {
+    requests: mpsc::Sender<bool>,
+    results: mpsc::Receiver<(Result<GpuReading, String>, f64)>,
+    run: Arc<Mutex<Run>>,
+    processes: bool,
+    timeout: Duration,
+    /// When the reading in flight was asked for.
+    asked: Option<Instant>,
+    problem: Option<String>,
+}
+
+impl GpuSource {
+    pub fn new(
+        mut reader: Box<dyn GpuReader>,
+        run: Arc<Mutex<Run>>,
+        processes: bool,
+        timeout: Duration,
+    ) -> GpuSource {
+        run.locked().expect_collector(Collector::Gpu);
+        let (requests, asks) = mpsc::channel::<bool>();
+        let (answers, results) = mpsc::channel();
+        // Ends when the source is dropped (its sender goes), once a hung call returns.
+        let _ = std::thread::Builder::new()
+            .name("gpu-reader".into())
+            .spawn(move || {
+                for processes in asks {
+                    let started = Instant::now();
+                    let result = reader.read(processes);
+                    if answers
+                        .send((result, started.elapsed().as_secs_f64()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        GpuSource {
+            requests,
+            results,
+            run,
+            processes,
+            timeout,
+            asked: None,
+            problem: None,
+        }
+    }
+
+    pub fn poll(&mut self) {
+        let asked = *self.asked.get_or_insert_with(|| {
+            let _ = self.requests.send(self.processes);
+            Instant::now()
+        });
+        let left = self.timeout.saturating_sub(asked.elapsed());
+        match self.results.recv_timeout(left) {
+            Ok((result, elapsed)) => {
+                self.asked = None;
+                self.apply(result, elapsed);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => self.hung(asked),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.apply(Err("the GPU reader thread ended".into()), 0.0)
+            }
+        }
+    }
+
+    fn hung(&mut self, asked: Instant) {
+        let mut run = self.run.locked();
+        let waited = asked.elapsed().as_secs_f64();
+        let since = clock::now() - waited;
+        if run.gpu_hung_since.is_none() {
+            tracing::warn!(
+                "an NVML call has not returned for {:?}: GPU figures are stale until it does",
+                self.timeout
+            );
+            run.gpu_hung_since = Some(since);
+        }
+        run.set_collector(Collector::Gpu, false, waited);
+    }
+
+    fn apply(&mut self, result: Result<GpuReading, String>, elapsed: f64) {
+        let mut run = self.run.locked();
+        if run.gpu_hung_since.take().is_some() {
+            tracing::info!("NVML answers again after {elapsed:.1}s");
+        }
+        match result {
+            Ok(mut reading) => {
+                reading.at = clock::now();
+                let server = run
+                    .discovered
+                    .as_ref()
+                    .and_then(|d| d.server.as_ref())
+                    .map(|s| s.pid);
+                let driver = run.process.as_ref().and_then(|p| p.pid);
+                attribute(&mut reading, server, driver);
+                run.take_gpus(reading);
+                run.set_collector(Collector::Gpu, true, elapsed);
+                if self.problem.take().is_some() {
+                    tracing::info!("reading the GPUs again");
+                }
+            }
+            Err(e) => {
+                run.set_collector(Collector::Gpu, false, elapsed);
+                if self.problem.as_deref() != Some(e.as_str()) {
+                    tracing::warn!("cannot read the GPUs: {e}");
+                    self.problem = Some(e);
+                }
+            }
+        }
+    }
+}
+
+impl crate::sources::Source for GpuSource {
+    fn poll(&mut self) {
+        GpuSource::poll(self);
+    }
+
+    fn save_snapshot(&mut self) {}
+}
+
+/// Marks each GPU process as the server's, the driver's, or neither's, by its ancestry:
+/// inference servers run their GPU work in child processes.
+fn attribute(reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>) {
+    if server.is_none() && driver.is_none() {
+        return;
+    }
+    for p in reading
+        .devices
+        .iter_mut()
+        .flat_map(|g| g.processes.iter_mut())
+    {
+        let role = if descends(p.pid, server) {
+            "server"
+        } else if descends(p.pid, driver) {
+            "driver"
+        } else {
+            "other"
+        };
+        p.role = Some(role.to_owned());
+    }
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants, from `/proc/PID/stat`.
+fn descends(mut pid: u32, ancestor: Option<u32>) -> bool {
+    let Some(ancestor) = ancestor else {
+        return false;
+    };
+    for _ in 0..64 {
+        if pid == ancestor {
+            return true;
+        }
+        let Some((_, parent)) = crate::sources::probe::process::stat(pid) else {
+            return false;
+        };
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// The name of a process, from `/proc/PID/comm`.
+pub(crate) fn process_name(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}

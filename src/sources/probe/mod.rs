@@ -1,0 +1,369 @@
+//! The probes: is the driver process alive, is the inference server up, and how busy is it.
+//!
+//! They run as one task on the async runtime, every `probe_interval`, each request bounded by
+//! `probe_timeout`; a scrape only ever reads what the last round stored in the model.
+
+pub mod exposition;
+pub mod process;
+
+use crate::clock;
+use crate::collectors::Collector;
+use crate::http_client::{self, Url};
+use crate::lock::Locked;
+use crate::model::{ProcessChange, ProcessState, Run, ServerState};
+use crate::sources::FirstRead;
+use process::ProcessTarget;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// An inference server's exposition is a few hundred KiB at most; more is not one.
+const METRICS_LIMIT: usize = 16 * 1024 * 1024;
+const HEALTH_LIMIT: usize = 64 * 1024;
+
+/// Which metric names mean what, for SGLang and vLLM, in every release still in use: SGLang
+/// 0.3 named its gauges `num_requests_running`, `num_requests_waiting` and `queue_req` (with a
+/// `name` label); vLLM renamed `gpu_cache_usage_perc` to `kv_cache_usage_perc`. The first
+/// name an exposition has is read.
+const RUNNING: [&str; 3] = [
+    "sglang:num_running_reqs",
+    "vllm:num_requests_running",
+    "sglang:num_requests_running",
+];
+const QUEUED: [&str; 4] = [
+    "sglang:num_queue_reqs",
+    "vllm:num_requests_waiting",
+    "sglang:num_requests_waiting",
+    "sglang:queue_req",
+];
+const THROUGHPUT: [&str; 1] = ["sglang:gen_throughput"];
+/// 0-1 in every release (vLLM's `_perc` is a ratio despite its name).
+const KV_USAGE: [&str; 3] = [
+    "sglang:token_usage",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+];
+const GENERATED_TOTAL: [&str; 2] = [
+    "vllm:generation_tokens_total",
+    "sglang:generation_tokens_total",
+];
+/// Requests the engine preempted (vLLM; `_total` from prometheus_client's counter naming) or
+/// retracted (SGLang ≥ 0.5.10's counter; 0.4.10–0.5.2's cumulative gauge) for lack of KV
+/// cache. SGLang's `num_retracted_reqs` is reset every log interval: not a count.
+const PREEMPTIONS: [&str; 4] = [
+    "vllm:num_preemptions_total",
+    "vllm:num_preemptions",
+    "sglang:num_retracted_requests_total",
+    "sglang:total_retracted_reqs",
+];
+
+/// Whether every engine is asleep: vLLM's `vllm:engine_sleep_state` has a series per engine
+/// and state, `sleep_state="awake"` 0 while that engine sleeps (0.34).
+fn asleep(text: &str) -> Option<bool> {
+    let awake: Vec<f64> = exposition::samples(text)
+        .filter(|(name, labels, _)| {
+            *name == "vllm:engine_sleep_state"
+                && exposition::label_pairs(labels).contains(&"sleep_state=\"awake\"")
+        })
+        .map(|(_, _, v)| v)
+        .collect();
+    (!awake.is_empty()).then(|| awake.iter().all(|v| *v == 0.0))
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeConfig {
+    pub process: Option<ProcessTarget>,
+    pub health_url: Option<Url>,
+    pub metrics_url: Option<Url>,
+    pub timeout: Duration,
+    /// How often the health URL is asked (`None`: every round); between asks, a connection
+    /// to its port says the server lives.
+    pub health_interval: Option<Duration>,
+    pub health_timeout: Duration,
+}
+
+impl ProbeConfig {
+    pub fn is_empty(&self) -> bool {
+        self.process.is_none() && !self.probes_server()
+    }
+
+    fn probes_server(&self) -> bool {
+        self.health_url.is_some() || self.metrics_url.is_some()
+    }
+}
+
+pub struct Probes {
+    config: ProbeConfig,
+    /// A new configuration from discovery (a server found later, a new driver).
+    updates: Option<tokio::sync::watch::Receiver<ProbeConfig>>,
+    run: Arc<Mutex<Run>>,
+    /// The previous reading of a generated-tokens counter, for a rate.
+    generated: Option<(f64, f64)>,
+    /// The ask of the health URL under way, on a task of its own: SGLang's generating
+    /// `/health` may take 20 s, and the round does not wait for it.
+    health: Option<tokio::task::JoinHandle<Health>>,
+    /// When the health URL was last asked, and the server's health as last known.
+    health_asked: Option<Instant>,
+    last_health: Option<Health>,
+}
+
+/// What one ask of the health URL found.
+#[derive(Debug, Clone, PartialEq)]
+enum Health {
+    Up,
+    /// It accepts connections but did not answer in time (or, from a generating `/health`,
+    /// answered 503): alive and busy (SGLang's `/health` waits for a token through the
+    /// scheduler), not down.
+    Slow(String),
+    Down(String),
+}
+
+/// Asks `url` for the server's health; a slow answer is told apart from a dead server by a
+/// connection to its port. A 503 is the server's own word that it is unwell (vLLM's dead
+/// engine), except from a `generating` health URL (SGLang's, asked every
+/// `server_health_interval`), whose 503 says one forward pass outlasted its 20 s.
+async fn ask_health(url: Url, timeout: Duration, generating: bool) -> Health {
+    let why = match http_client::get(&url, timeout, HEALTH_LIMIT).await {
+        Ok((status, _)) if (200..300).contains(&status) => return Health::Up,
+        Ok((503, _)) if generating => format!("{url} answered 503"),
+        Ok((status, _)) => return Health::Down(format!("{url} answered {status}")),
+        Err(e) if e.starts_with("cannot connect") => return Health::Down(format!("{url}: {e}")),
+        Err(e) => format!("{url}: {e}"),
+    };
+    match accepts(&url, timeout).await {
+        Ok(()) => Health::Slow(why),
+        Err(e) => Health::Down(format!("{why}; {e}")),
+    }
+}
+
+/// Whether the server accepts a connection on the URL's port: it lives, at no cost to it.
+async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
+    let connect = tokio::net::TcpStream::connect((url.host.as_str(), url.port));
+    match tokio::time::timeout(timeout, connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "{}:{} refuses connections: {e}",
+            url.host, url.port
+        )),
+        Err(_) => Err(format!(
+            "{}:{} does not accept a connection",
+            url.host, url.port
+        )),
+    }
+}
+
+impl Probes {
+    pub fn new(config: ProbeConfig, run: Arc<Mutex<Run>>) -> Probes {
+        {
+            let mut run = run.locked();
+            if config.process.is_some() {
+                run.expect_collector(Collector::Process);
+            }
+            if config.probes_server() {
+                run.expect_collector(Collector::Server);
+            }
+        }
+        Probes {
+            config,
+            updates: None,
+            run,
+            generated: None,
+            health: None,
+            health_asked: None,
+            last_health: None,
+        }
+    }
+
+    /// Takes the configurations discovery finds later, before each round.
+    pub fn with_updates(mut self, updates: tokio::sync::watch::Receiver<ProbeConfig>) -> Probes {
+        self.updates = Some(updates);
+        self
+    }
+
+    fn take_update(&mut self) {
+        let Some(updates) = &mut self.updates else {
+            return;
+        };
+        if !updates.has_changed().unwrap_or(false) {
+            return;
+        }
+        let config = updates.borrow_and_update().clone();
+        let mut run = self.run.locked();
+        if config.process.is_some() {
+            run.expect_collector(Collector::Process);
+        }
+        if config.probes_server() {
+            run.expect_collector(Collector::Server);
+        }
+        if config.metrics_url != self.config.metrics_url {
+            self.generated = None;
+        }
+        if self.config.probes_server() && !config.probes_server() {
+            run.forget_server();
+            self.health = None;
+            self.health_asked = None;
+            self.last_health = None;
+        }
+        self.config = config;
+    }
+
+    /// Probes every `interval`, forever; abort the task to stop it. The first round done, it
+    /// marks its first read done on `first_read`.
+    pub async fn run_every(mut self, interval: Duration, mut first_read: FirstRead) {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        self.round().await;
+        first_read.done();
+        loop {
+            ticks.tick().await;
+            self.round().await;
+        }
+    }
+
+    /// One round of every configured probe.
+    pub async fn round(&mut self) {
+        self.take_update();
+        if let Some(target) = self.config.process.clone() {
+            self.process_round(target).await;
+        }
+        if self.config.probes_server() {
+            self.server_round().await;
+        }
+    }
+
+    async fn process_round(&mut self, target: ProcessTarget) {
+        let started = Instant::now();
+        let known = {
+            let run = self.run.locked();
+            run.process.as_ref().and_then(|p| p.pid)
+        };
+        // Reading /proc can block on a process stuck in the kernel (a hung CUDA call): the
+        // round must end anyway, with the process state unknown this time.
+        let find = tokio::task::spawn_blocking(move || process::find(&target, known));
+        let found = tokio::time::timeout(self.config.timeout, find).await;
+        let mut run = self.run.locked();
+        let Ok(found) = found else {
+            tracing::warn!(
+                "looking for the pipeline process in /proc took over {:?}",
+                self.config.timeout
+            );
+            run.set_collector(Collector::Process, false, started.elapsed().as_secs_f64());
+            return;
+        };
+        let state = run.process.get_or_insert_with(ProcessState::default);
+        match state.observe(found.unwrap_or(None), clock::now()) {
+            Some(ProcessChange::Started(pid)) => {
+                tracing::info!(pid, "pipeline process {pid} is running")
+            }
+            Some(ProcessChange::Exited(pid)) => {
+                tracing::warn!(pid, "pipeline process {pid} exited")
+            }
+            Some(ProcessChange::Replaced { old, new }) => tracing::warn!(
+                pid = new,
+                old_pid = old,
+                "pipeline process {old} exited; {new} runs in its place"
+            ),
+            None => {}
+        }
+        run.set_collector(Collector::Process, true, started.elapsed().as_secs_f64());
+    }
+
+    async fn server_round(&mut self) {
+        let started = Instant::now();
+        let server = self.server().await;
+        let mut run = self.run.locked();
+        if let (Some(error), Some(old)) = (&server.error, &run.server) {
+            if old.error.as_ref() != Some(error) {
+                tracing::warn!("inference server probe: {error}");
+            }
+        }
+        let worked = server.error.is_none();
+        run.set_server(server, clock::now());
+        run.set_collector(Collector::Server, worked, started.elapsed().as_secs_f64());
+    }
+
+    async fn server(&mut self) -> ServerState {
+        let timeout = self.config.timeout;
+        let mut state = ServerState {
+            checked_at: Some(clock::now()),
+            ..ServerState::default()
+        };
+        let mut errors = Vec::new();
+        if let Some(url) = self.config.health_url.clone() {
+            let health = self.health(&url).await;
+            if let Health::Down(why) = &health {
+                errors.push(why.clone());
+            }
+            if let (Health::Slow(why), false) = (&health, self.last_health == Some(health.clone()))
+            {
+                tracing::info!(
+                    "inference server health: {why}, but it accepts connections: busy, not down"
+                );
+            }
+            state.up = Some(!matches!(health, Health::Down(_)));
+            self.last_health = Some(health);
+        }
+        if let Some(url) = self.config.metrics_url.clone() {
+            match http_client::get(&url, timeout, METRICS_LIMIT).await {
+                Ok((status, body)) if (200..300).contains(&status) => {
+                    self.read_server_metrics(&String::from_utf8_lossy(&body), &mut state)
+                }
+                Ok((status, _)) => errors.push(format!("{url} answered {status}")),
+                Err(e) => errors.push(format!("{url}: {e}")),
+            }
+        }
+        state.error = (!errors.is_empty()).then(|| errors.join("; "));
+        state
+    }
+
+    /// The server's health now: the health URL's answer when one is due and back, else (with
+    /// `health_interval` set) whether it accepts a connection, else the last answer.
+    async fn health(&mut self, url: &Url) -> Health {
+        let Some(interval) = self.config.health_interval else {
+            return ask_health(url.clone(), self.config.health_timeout, false).await;
+        };
+        if let Some(asked) = self.health.take_if(|h| h.is_finished()) {
+            if let Ok(answer) = asked.await {
+                return answer;
+            }
+        }
+        if self.health.is_none() && self.health_asked.is_none_or(|t| t.elapsed() >= interval) {
+            self.health_asked = Some(Instant::now());
+            self.health = Some(tokio::spawn(ask_health(
+                url.clone(),
+                self.config.health_timeout,
+                true,
+            )));
+        }
+        match accepts(url, self.config.timeout).await {
+            Ok(()) => match &self.last_health {
+                Some(Health::Down(_)) | None => Health::Up,
+                Some(known) => known.clone(),
+            },
+            Err(e) => Health::Down(e),
+        }
+    }
+
+    /// The rate comes from the generated-tokens counter where the server exports one: a
+    /// counter cannot claim work it did not do. SGLang's gauge stands in until two scrapes
+    /// give a rate, and where no counter is exported.
+    fn read_server_metrics(&mut self, text: &str, state: &mut ServerState) {
+        use exposition::Combine;
+        let first = |names: &[&str], how| exposition::first_of(text, names, how);
+        state.running_requests = first(&RUNNING, Combine::Sum);
+        state.queued_requests = first(&QUEUED, Combine::Sum);
+        let ratio = |u: &f64| (0.0..=1.0).contains(u);
+        state.kv_cache_usage = first(&KV_USAGE, Combine::Mean).filter(ratio);
+        state.kv_cache_usage_max = first(&KV_USAGE, Combine::Max).filter(ratio);
+        state.preemptions_total = first(&PREEMPTIONS, Combine::Sum);
+        state.asleep = asleep(text);
+        let counted = first(&GENERATED_TOTAL, Combine::Sum).and_then(|total| {
+            let now = clock::now();
+            let previous = self.generated.replace((now, total));
+            let (then, before) = previous?;
+            // A counter that went down means the server restarted: no rate this time.
+            (now > then && total >= before).then(|| (total - before) / (now - then))
+        });
+        state.generation_tokens_per_second = counted.or_else(|| first(&THROUGHPUT, Combine::Sum));
+    }
+}
