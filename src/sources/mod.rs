@@ -15,9 +15,15 @@ pub mod probe;
 pub mod run_id;
 pub mod stacks;
 
+use crate::collectors::Collector;
+use crate::model::Run;
+use crate::state::StateDir;
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub trait Source: Send + 'static {
@@ -73,7 +79,7 @@ impl FirstRead {
 /// Polls `source` every `interval` until `stop` receives a message or its sender is dropped,
 /// saving a snapshot every `snapshot_every` and once more at the end.
 pub fn run_until(
-    mut source: impl Source,
+    mut source: Box<dyn Source>,
     interval: Duration,
     snapshot_every: Duration,
     stop: Receiver<()>,
@@ -100,4 +106,100 @@ pub fn run_until(
         }
     }
     source.save_snapshot();
+}
+
+/// What every source is built from (Vector's `SourceConfig::build(cx)`): the model it tells,
+/// the state directory it resumes from, and what discovery hands it later.
+pub struct Context {
+    pub run: Arc<Mutex<Run>>,
+    pub state: Option<StateDir>,
+    pub found: Found,
+}
+
+/// What `--run-dir`'s discovery finds while the sidecar runs, for the sources that follow it:
+/// each takes its own, by its type (the log source a `Receiver<LogConfig>`). Empty without a
+/// run folder. Typed by the taker, so that a new source that follows discovery adds nothing
+/// here.
+#[derive(Default)]
+pub struct Found(Vec<Box<dyn Any + Send>>);
+
+impl Found {
+    pub fn give<T: Any + Send>(&mut self, feed: T) {
+        self.0.push(Box::new(feed));
+    }
+
+    pub fn take<T: Any + Send>(&mut self) -> Option<T> {
+        let at = self.0.iter().position(|f| f.is::<T>())?;
+        self.0.swap_remove(at).downcast().ok().map(|f| *f)
+    }
+}
+
+/// Who waits for a source's first read before acting on what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// `/-/ready` and the alert engine, which must never judge half the evidence.
+    ByAll,
+    /// `/-/ready` only: the GPUs' first read may hang with a GPU fallen off the bus.
+    ByReadiness,
+    /// Nothing: the run's id, whose log may be on a mount that hangs.
+    ByNothing,
+}
+
+/// A future a task source runs on the async runtime.
+pub type Round<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A source of requests rather than reads (the probes): a task on the async runtime.
+pub trait Task: Send + 'static {
+    /// One round, to its end (`run --once`).
+    fn round(&mut self) -> Round<'_>;
+    /// A round every `interval` until the task is aborted; `first_read` is done after the
+    /// first.
+    fn run_every(self: Box<Self>, interval: Duration, first_read: FirstRead) -> Round<'static>;
+}
+
+/// How a source runs.
+pub enum Runs {
+    /// Blocking reads, on a thread of its own.
+    Thread(Box<dyn Source>),
+    /// Requests, as a task on the async runtime.
+    Task(Box<dyn Task>),
+}
+
+/// One source, built: its name (its thread's), the collectors whose families it feeds (a
+/// source whose collectors are all off does not run), how often it reads, who waits for its
+/// first read, and the source itself.
+pub struct Built {
+    pub name: &'static str,
+    pub collectors: &'static [Collector],
+    pub interval: Duration,
+    pub awaited: Awaited,
+    pub runs: Runs,
+}
+
+/// One source's section of the configuration, which builds the source: the registry
+/// (`app/sidecar/registry.rs`) has one per source, and the sidecar loops over it.
+pub trait SourceConfig {
+    /// The source, or `None` where the section asks for nothing (GPUs off, no run to name).
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Found;
+    use std::sync::mpsc;
+
+    #[test]
+    fn each_source_takes_its_own_feed_once_by_its_type() {
+        let (logs, log_rx) = mpsc::channel::<String>();
+        let (_, number_rx) = mpsc::channel::<u64>();
+        let mut found = Found::default();
+        found.give(log_rx);
+        found.give(number_rx);
+        assert!(found.take::<mpsc::Receiver<u32>>().is_none());
+        let log_rx = found.take::<mpsc::Receiver<String>>().unwrap();
+        logs.send("a.log".into()).unwrap();
+        assert_eq!(log_rx.recv().unwrap(), "a.log");
+        assert!(found.take::<mpsc::Receiver<String>>().is_none());
+        assert!(found.take::<mpsc::Receiver<u64>>().is_some());
+    }
 }

@@ -1,11 +1,13 @@
 //! The run's id read into the model as any input is: a source on its own thread (the
 //! progress log may be on a mount that hangs), polled every few seconds (docs/many-nodes.md#run-ids).
 
+use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 use crate::run_identity::RunIdentity;
-use crate::sources::Source;
+use crate::sources::{Awaited, Built, Context, Runs, Source, SourceConfig};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Reads the run's id into the model, as a source does: once the log has a first line, and
 /// again when a new run begins in its place. On the node that follows the log, the log source
@@ -65,6 +67,34 @@ impl Source for RunIdSource {
     }
 
     fn save_snapshot(&mut self) {}
+}
+
+/// How often the run's id is looked at: a new run in the log's place is told within this.
+const INTERVAL: Duration = Duration::from_secs(5);
+
+/// The run-id source's section of the configuration: the run this node belongs to, and
+/// whether this node follows its progress log (or only reads its head, as a worker).
+pub struct Settings {
+    pub identity: Option<RunIdentity>,
+    pub follows_log: bool,
+}
+
+impl SourceConfig for Settings {
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        const NONE: &[Collector] = &[];
+        Ok(self.identity.map(|identity| Built {
+            name: "run-id",
+            collectors: NONE,
+            interval: INTERVAL,
+            // It holds nothing up: its log may be on a mount that hangs.
+            awaited: Awaited::ByNothing,
+            runs: Runs::Thread(Box::new(RunIdSource::new(
+                identity,
+                cx.run.clone(),
+                self.follows_log,
+            ))),
+        }))
+    }
 }
 
 #[cfg(test)]

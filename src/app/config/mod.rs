@@ -31,19 +31,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How to find the GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GpuMode {
-    /// NVML if it loads; without it, `pulse_collector_up{collector="gpu"}` is 0.
-    #[default]
-    Auto,
-    /// NVML or fail start-up.
-    On,
-    Off,
-    /// Eight made-up GPUs named `simulated`, for demos and tests.
-    Simulated,
-}
+pub use crate::sources::gpu::GpuMode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -1,93 +1,56 @@
-//! Wires the sources to the model to the outputs for `run` (and for `demo`, which runs the
-//! same sidecar on a simulated pipeline).
+//! Wires the sources to the model to the sinks for `run` (and for `demo`, which runs the
+//! same sidecar on a simulated pipeline): the sources come from the registry (`registry`), one
+//! entry each, and run as their `Built` says.
 
 mod discovery;
+mod registry;
 
-use crate::app::config::{Config, GpuMode};
+use crate::app::config::Config;
 use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 use crate::sinks::alert::engine::Engine;
 use crate::sinks::http::{self, HttpState};
 use crate::sinks::metrics::{self, Exposition};
-use crate::sources::files::OutputSource;
-use crate::sources::gpu::{start_xid_watcher, GpuReader, GpuSource, NvmlReader, Simulated};
 use crate::sources::log::LogSource;
-use crate::sources::probe::Probes;
-use crate::sources::run_id::RunIdSource;
-use crate::sources::{self, FirstRead, Source, Unread};
+use crate::sources::{self, Awaited, Built, Context, FirstRead, Found, Runs, Source, Unread};
 use crate::state::StateDir;
-use anyhow::Context;
+use anyhow::Context as _;
 use discovery::{Additions, Discovery};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The model and the sources that feed it. The log source restores the model from its
-/// snapshot first; the output source then adds its own part.
-type Sources = (Arc<Mutex<Run>>, LogSource, OutputSource, Option<StateDir>);
-
-fn model_and_sources(config: &Config) -> anyhow::Result<Sources> {
-    let state = match &config.state_dir {
-        Some(dir) => Some(
-            StateDir::open(dir)
-                .with_context(|| format!("cannot create the state directory {}", dir.display()))?,
-        ),
-        None => None,
-    };
-    let run = Arc::new(Mutex::new(Run::new(&LogSource::paths(&config.logs))));
-    {
-        let mut run = run.locked();
-        run.plan = config.plan.clone();
-        run.identity = config.run.as_ref().map(|r| r.label.clone());
-        run.collectors_on = config.collectors;
-    }
-    run.locked().discovered = config.discovered.as_ref().map(|(_, found)| found.clone());
-    let logs = LogSource::new(
-        &config.logs,
-        config.max_line_bytes,
-        run.clone(),
-        state.clone(),
-    );
-    let outputs = OutputSource::new(
-        &config.outputs,
-        &config.inputs,
-        config.output_limits,
-        run.clone(),
-        state.clone(),
-    );
-    Ok((run, logs, outputs, state))
+/// The model as the configuration starts it: the plan, the run's name and the collectors
+/// switched on are the configuration's, not any source's.
+fn model(config: &Config) -> Arc<Mutex<Run>> {
+    let mut run = Run::new(&LogSource::paths(&config.logs));
+    run.plan = config.plan.clone();
+    run.identity = config.run.as_ref().map(|r| r.label.clone());
+    run.collectors_on = config.collectors;
+    run.discovered = config.discovered.as_ref().map(|(_, found)| found.clone());
+    Arc::new(Mutex::new(run))
 }
 
-/// The GPU reader the configuration asks for; `None` when GPUs are off or, in `auto`, when
-/// NVML is not on this machine.
-fn gpu_reader(
-    config: &Config,
-    run: &Arc<Mutex<Run>>,
-) -> anyhow::Result<Option<Box<dyn GpuReader>>> {
-    match config.gpu {
-        GpuMode::Off => Ok(None),
-        GpuMode::Simulated => {
-            tracing::info!("GPUs are simulated: eight GPUs named \"simulated\"");
-            Ok(Some(Box::new(Simulated::new(8))))
-        }
-        GpuMode::Auto | GpuMode::On => match NvmlReader::init(config.nvml_library.as_deref()) {
-            Ok(reader) => {
-                if let Err(e) = start_xid_watcher(config.nvml_library.clone(), run.clone()) {
-                    tracing::warn!("GPU XID errors are not counted: {e}");
-                }
-                Ok(Some(Box::new(reader)))
-            }
-            Err(e) if config.gpu == GpuMode::On => anyhow::bail!("gpu = \"on\" but {e}"),
-            Err(e) => {
-                tracing::warn!("{e}; GPU metrics are off (use gpu = \"off\" to say so)");
-                let mut run = run.locked();
-                run.set_collector(crate::collectors::Collector::Gpu, false, 0.0);
-                Ok(None)
-            }
-        },
+fn state_dir(config: &Config) -> anyhow::Result<Option<StateDir>> {
+    config
+        .state_dir
+        .as_ref()
+        .map(|dir| {
+            StateDir::open(dir)
+                .with_context(|| format!("cannot create the state directory {}", dir.display()))
+        })
+        .transpose()
+}
+
+/// Every source of the registry, built in its order.
+fn build_sources(config: &Config, cx: &mut Context) -> anyhow::Result<Vec<Built>> {
+    let mut built = Vec::new();
+    for section in registry::sources(config) {
+        built.extend(section.build(cx)?);
     }
+    Ok(built)
 }
 
 /// `run --once`: reads every input to its end and returns the text exposition. With a state
@@ -98,44 +61,38 @@ pub fn once(config: &Config) -> anyhow::Result<String> {
     Ok(metrics::encode(&registry, Exposition::Text))
 }
 
-/// Reads every input to its end once (logs, outputs, one GPU sample, one probe round) and
-/// returns the model: `--once` and `status --log` without a sidecar.
+/// Reads every input to its end once (each source of the registry polled once, in its order,
+/// its snapshot saved) and returns the model: `--once` and `status --log` without a sidecar.
 pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
-    let (run, mut logs, mut outputs, _) = model_and_sources(config)?;
-    logs.poll_to_end();
-    outputs.poll();
-    if let Some(mut ids) = run_id_source(config, &run) {
-        ids.poll();
-    }
-    logs.save_snapshot();
-    outputs.save_snapshot();
-    if let Some(reader) = gpu_reader(config, &run)? {
-        GpuSource::new(
-            reader,
-            run.clone(),
-            config.gpu_processes,
-            config.gpu_timeout,
-        )
-        .poll();
-    }
-    if !config.probes.is_empty() {
-        let mut probes = Probes::new(config.probes.clone(), run.clone());
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(probes.round());
+    let run = model(config);
+    let mut cx = Context {
+        run: run.clone(),
+        state: state_dir(config)?,
+        found: Found::default(),
+    };
+    let mut runtime = None;
+    for built in build_sources(config, &mut cx)? {
+        match built.runs {
+            Runs::Thread(mut source) => {
+                // A first poll reads the backlog to its end.
+                source.poll();
+                source.save_snapshot();
+            }
+            Runs::Task(mut task) => {
+                if runtime.is_none() {
+                    runtime = Some(
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()?,
+                    );
+                }
+                if let Some(rt) = &runtime {
+                    rt.block_on(task.round());
+                }
+            }
+        }
     }
     Ok(run)
-}
-
-/// How often the run's id is looked at: a new run in the log's place is told within this.
-const RUN_ID_INTERVAL: Duration = Duration::from_secs(5);
-
-/// The source of the run's id, on a node with a run.
-fn run_id_source(config: &Config, run: &Arc<Mutex<Run>>) -> Option<RunIdSource> {
-    let identity = config.run.clone()?;
-    let follows_log = config.logs.iter().any(|l| !l.server);
-    Some(RunIdSource::new(identity, run.clone(), follows_log))
 }
 
 /// How long a stopping sidecar waits for its sources to save their snapshots and end.
@@ -149,13 +106,12 @@ struct Running {
 
 fn start(
     name: &str,
-    source: impl Source,
+    source: Box<dyn Source>,
     interval: Duration,
-    config: &Config,
+    snapshots: Duration,
     first_read: FirstRead,
 ) -> anyhow::Result<Running> {
     let (stop, stopped) = mpsc::channel();
-    let snapshots = config.snapshot_interval;
     let thread = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || sources::run_until(source, interval, snapshots, stopped, first_read))
@@ -179,15 +135,25 @@ pub async fn serve(
         .iter()
         .map(|l| l.local_addr())
         .collect::<Result<_, _>>()?;
-    let (run, logs, outputs, state_dir) = model_and_sources(&config)?;
+    let run = model(&config);
+    let state_dir = state_dir(&config)?;
     let discovery = Discovery::of(&config);
-    let wired = wire_discovery(&config, discovery.is_some(), logs, outputs);
-    let gpus = gpu_reader(&config, &run)?;
-    // The inputs not read once yet. `/-/ready` waits for all of them. The alert engine waits
-    // for the backlog (logs and outputs) and the probes, so that it never judges half the
-    // evidence; not for the GPUs, whose first read may hang with a GPU fallen off the bus.
+    let (found, additions) = match discovery {
+        Some(_) => {
+            let (found, additions) = found_later(&config);
+            (found, Some(additions))
+        }
+        None => (Found::default(), None),
+    };
+    let mut cx = Context {
+        run: run.clone(),
+        state: state_dir.clone(),
+        found,
+    };
+    let built = build_sources(&config, &mut cx)?;
+    // The inputs not read once yet. `/-/ready` waits for all of them; the alert engine for
+    // those each source's `Built::awaited` says, so that it never judges half the evidence.
     let (ready, judging) = (Unread::default(), Unread::default());
-    let both = || FirstRead::of(&[&ready, &judging]);
     let silences = Arc::new(crate::sinks::alert::silence::Store::open(
         state_dir.as_ref(),
     ));
@@ -196,29 +162,15 @@ pub async fn serve(
             crate::sinks::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
     }
     let state = http_state(&config, &run, silences.clone(), &ready);
-    let running = start_sources(
-        &config,
-        &run,
-        wired.logs,
-        wired.outputs,
-        gpus,
-        (&ready, &judging),
-    )?;
     // The tasks, stopped together when the server stops.
     let mut tasks = tokio::task::JoinSet::new();
+    let running = start_sources(&config, built, &mut tasks, (&ready, &judging))?;
     if config.collectors.on(Collector::History) {
         tasks.spawn(crate::sinks::recorder::run_every(
             run.clone(),
             state_dir.clone(),
             judging.counter(),
         ));
-    }
-    if !config.probes.is_empty() || discovery.is_some() {
-        let mut probes = Probes::new(config.probes.clone(), run.clone());
-        if let Some(updates) = wired.probe_updates {
-            probes = probes.with_updates(updates);
-        }
-        tasks.spawn(probes.run_every(config.probe_interval, both()));
     }
     tasks.spawn(
         Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
@@ -228,7 +180,7 @@ pub async fn serve(
     if let Some(h) = config.heartbeat.clone() {
         tasks.spawn(crate::sinks::alert::heartbeat::run_every(h, run.clone()));
     }
-    if let (Some(discovery), Some(additions)) = (discovery, wired.additions) {
+    if let (Some(discovery), Some(additions)) = (discovery, additions) {
         tasks.spawn(discovery.run_every(run.clone(), additions));
     }
     say_listening(&config, &addresses);
@@ -268,47 +220,39 @@ fn http_state(
     })
 }
 
-/// Starts a thread for each source of a collector switched on; `waiting` are the counts of
-/// first reads `/-/ready` and the alert engine wait on.
+/// Starts each source whose collectors are on (a source without collectors, the run's id,
+/// always runs): a thread for each that reads, a task for each that asks. `waiting` are the
+/// counts of first reads `/-/ready` and the alert engine wait on.
 fn start_sources(
     config: &Config,
-    run: &Arc<Mutex<Run>>,
-    logs: LogSource,
-    outputs: OutputSource,
-    gpus: Option<Box<dyn GpuReader>>,
+    built: Vec<Built>,
+    tasks: &mut tokio::task::JoinSet<()>,
     (ready, judging): (&Unread, &Unread),
 ) -> anyhow::Result<Vec<Running>> {
-    let both = || FirstRead::of(&[ready, judging]);
-    let interval = config.poll_interval;
-    // A collector switched off has no thread (its inputs are already out of the config).
-    let on = |c| config.collectors.on(c);
     let mut running = Vec::new();
-    if on(Collector::Log) || on(Collector::Server) {
-        running.push(start("log-source", logs, interval, config, both())?);
-    }
-    if on(Collector::Outputs) {
-        running.push(start("output-source", outputs, interval, config, both())?);
-    }
-    // The run's id holds nothing up: its log may be on a mount that hangs.
-    if let Some(ids) = run_id_source(config, run) {
-        let first = FirstRead::of(&[]);
-        running.push(start("run-id", ids, RUN_ID_INTERVAL, config, first)?);
-    }
-    if let Some(reader) = gpus {
-        let source = GpuSource::new(
-            reader,
-            run.clone(),
-            config.gpu_processes,
-            config.gpu_timeout,
-        );
-        let first = FirstRead::of(&[ready]);
-        running.push(start(
-            "gpu-source",
-            source,
-            config.gpu_interval,
-            config,
-            first,
-        )?);
+    for source in built {
+        let off = |c: &Collector| !config.collectors.on(*c);
+        if !source.collectors.is_empty() && source.collectors.iter().all(off) {
+            // A collector switched off has no thread (its inputs are already out of the config).
+            continue;
+        }
+        let first = match source.awaited {
+            Awaited::ByAll => FirstRead::of(&[ready, judging]),
+            Awaited::ByReadiness => FirstRead::of(&[ready]),
+            Awaited::ByNothing => FirstRead::of(&[]),
+        };
+        match source.runs {
+            Runs::Thread(s) => running.push(start(
+                source.name,
+                s,
+                source.interval,
+                config.snapshot_interval,
+                first,
+            )?),
+            Runs::Task(task) => {
+                tasks.spawn(task.run_every(source.interval, first));
+            }
+        }
     }
     Ok(running)
 }
@@ -341,44 +285,24 @@ fn say_listening(config: &Config, addresses: &[SocketAddr]) {
     }
 }
 
-/// The sources as they run: with a run folder, discovery hands what it finds later to them
-/// and to the probes.
-struct Wired {
-    logs: LogSource,
-    outputs: OutputSource,
-    additions: Option<Additions>,
-    probe_updates: Option<tokio::sync::watch::Receiver<crate::sources::probe::ProbeConfig>>,
-}
-
-fn wire_discovery(
-    config: &Config,
-    discovering: bool,
-    logs: LogSource,
-    outputs: OutputSource,
-) -> Wired {
-    if !discovering {
-        return Wired {
-            logs,
-            outputs,
-            additions: None,
-            probe_updates: None,
-        };
-    }
+/// What discovery hands the sources later: the receiving ends for the sources, the sending
+/// ends for discovery.
+fn found_later(config: &Config) -> (Found, Additions) {
     let (log_tx, log_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel();
     let (in_tx, in_rx) = mpsc::channel();
     let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
-    Wired {
-        logs: logs.with_additions(log_rx),
-        outputs: outputs.with_additions(out_rx, in_rx),
-        additions: Some(Additions {
-            logs: log_tx,
-            outputs: out_tx,
-            inputs: in_tx,
-            probes: probe_tx,
-        }),
-        probe_updates: Some(probe_rx),
-    }
+    let mut found = Found::default();
+    found.give(log_rx);
+    found.give((out_rx, in_rx));
+    found.give(probe_rx);
+    let additions = Additions {
+        logs: log_tx,
+        outputs: out_tx,
+        inputs: in_tx,
+        probes: probe_tx,
+    };
+    (found, additions)
 }
 
 /// Stops the source threads. A source stuck in a file-system call that does not return (a

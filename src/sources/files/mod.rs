@@ -30,6 +30,7 @@ pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
 
 use crate::lock::Locked;
 use crate::model::{Run, DEFAULT_PARTITION};
+use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
 use crate::state::StateDir;
 use catalog::Catalog;
 use file::SavedFile;
@@ -176,6 +177,40 @@ impl OutputSource {
             let path = state.path(SNAPSHOT);
             tracing::warn!(path = %path.display(), "cannot save {}: {e}", path.display());
         }
+    }
+}
+
+/// What discovery hands the output files source later: output globs and input files.
+pub type Discovered = (mpsc::Receiver<OutputConfig>, mpsc::Receiver<String>);
+
+/// The output files source's section of the configuration: the output globs, the input
+/// files, their limits, and how often they are read.
+pub struct Settings {
+    pub outputs: Vec<OutputConfig>,
+    pub inputs: Vec<String>,
+    pub limits: OutputLimits,
+    pub interval: Duration,
+}
+
+impl SourceConfig for Settings {
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let mut source = OutputSource::new(
+            &self.outputs,
+            &self.inputs,
+            self.limits,
+            cx.run.clone(),
+            cx.state.clone(),
+        );
+        if let Some((outputs, inputs)) = cx.found.take::<Discovered>() {
+            source = source.with_additions(outputs, inputs);
+        }
+        Ok(Some(Built {
+            name: "output-source",
+            collectors: &[crate::collectors::Collector::Outputs],
+            interval: self.interval,
+            awaited: Awaited::ByAll,
+            runs: Runs::Thread(Box::new(source)),
+        }))
     }
 }
 

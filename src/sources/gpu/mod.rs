@@ -15,8 +15,81 @@ use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
+use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
+use serde::{Deserialize, Serialize};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How to find the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuMode {
+    /// NVML if it loads; without it, `pulse_collector_up{collector="gpu"}` is 0.
+    #[default]
+    Auto,
+    /// NVML or fail start-up.
+    On,
+    Off,
+    /// Eight made-up GPUs named `simulated`, for demos and tests.
+    Simulated,
+}
+
+/// The GPU source's section of the configuration.
+pub struct Settings {
+    pub mode: GpuMode,
+    /// The NVML library to load, where not the system's.
+    pub library: Option<std::path::PathBuf>,
+    /// Whether each GPU's processes are read too.
+    pub processes: bool,
+    /// How long a reading may take before the GPUs count as hung.
+    pub timeout: Duration,
+    pub interval: Duration,
+}
+
+impl Settings {
+    /// The reader the mode asks for; `None` when GPUs are off or, in `auto`, when NVML is not
+    /// on this machine.
+    fn reader(&self, run: &Arc<Mutex<Run>>) -> anyhow::Result<Option<Box<dyn GpuReader>>> {
+        match self.mode {
+            GpuMode::Off => Ok(None),
+            GpuMode::Simulated => {
+                tracing::info!("GPUs are simulated: eight GPUs named \"simulated\"");
+                Ok(Some(Box::new(Simulated::new(8))))
+            }
+            GpuMode::Auto | GpuMode::On => match NvmlReader::init(self.library.as_deref()) {
+                Ok(reader) => {
+                    if let Err(e) = start_xid_watcher(self.library.clone(), run.clone()) {
+                        tracing::warn!("GPU XID errors are not counted: {e}");
+                    }
+                    Ok(Some(Box::new(reader)))
+                }
+                Err(e) if self.mode == GpuMode::On => anyhow::bail!("gpu = \"on\" but {e}"),
+                Err(e) => {
+                    tracing::warn!("{e}; GPU metrics are off (use gpu = \"off\" to say so)");
+                    run.locked().set_collector(Collector::Gpu, false, 0.0);
+                    Ok(None)
+                }
+            },
+        }
+    }
+}
+
+impl SourceConfig for Settings {
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let Some(reader) = self.reader(&cx.run)? else {
+            return Ok(None);
+        };
+        let source = GpuSource::new(reader, cx.run.clone(), self.processes, self.timeout);
+        Ok(Some(Built {
+            name: "gpu-source",
+            collectors: &[Collector::Gpu],
+            interval: self.interval,
+            // Not the alert engine: a GPU fallen off the bus may hang the first read.
+            awaited: Awaited::ByReadiness,
+            runs: Runs::Thread(Box::new(source)),
+        }))
+    }
+}
 
 /// Where GPU readings come from: NVML, or a simulation.
 pub trait GpuReader: Send + 'static {

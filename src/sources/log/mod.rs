@@ -15,7 +15,7 @@ use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 use crate::parse::{ansi, Parser};
-use crate::sources::Source;
+use crate::sources::{Awaited, Built, Context, Runs, Source, SourceConfig};
 use crate::state::{LogPosition, Snapshot, StateDir};
 use followed::FollowedLog;
 pub use spec::LogConfig;
@@ -303,6 +303,36 @@ impl Source for LogSource {
 
     fn save_snapshot(&mut self) {
         LogSource::save_snapshot(self);
+    }
+}
+
+/// The log source's section of the configuration: the progress and server logs, the longest
+/// line kept, and how often they are read.
+pub struct Settings {
+    pub logs: Vec<LogConfig>,
+    pub max_line_bytes: usize,
+    pub interval: Duration,
+}
+
+impl SourceConfig for Settings {
+    /// Built first: it restores the model from the state directory's snapshot.
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let mut source = LogSource::new(
+            &self.logs,
+            self.max_line_bytes,
+            cx.run.clone(),
+            cx.state.clone(),
+        );
+        if let Some(found) = cx.found.take::<mpsc::Receiver<LogConfig>>() {
+            source = source.with_additions(found);
+        }
+        Ok(Some(Built {
+            name: "log-source",
+            collectors: &[Collector::Log, Collector::Server],
+            interval: self.interval,
+            awaited: Awaited::ByAll,
+            runs: Runs::Thread(Box::new(source)),
+        }))
     }
 }
 

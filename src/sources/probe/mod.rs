@@ -11,7 +11,7 @@ use crate::collectors::Collector;
 use crate::http_client::{self, Url};
 use crate::lock::Locked;
 use crate::model::{ProcessChange, ProcessState, Run, ServerState};
-use crate::sources::FirstRead;
+use crate::sources::{Awaited, Built, Context, FirstRead, Round, Runs, SourceConfig, Task};
 use process::ProcessTarget;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -148,6 +148,42 @@ async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
             "{}:{} does not accept a connection",
             url.host, url.port
         )),
+    }
+}
+
+/// The probes' section of the configuration: what to probe, and how often.
+pub struct Settings {
+    pub probes: ProbeConfig,
+    pub interval: Duration,
+}
+
+impl SourceConfig for Settings {
+    fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let updates = cx.found.take::<tokio::sync::watch::Receiver<ProbeConfig>>();
+        if self.probes.is_empty() && updates.is_none() {
+            return Ok(None);
+        }
+        let mut probes = Probes::new(self.probes, cx.run.clone());
+        if let Some(updates) = updates {
+            probes = probes.with_updates(updates);
+        }
+        Ok(Some(Built {
+            name: "probes",
+            collectors: &[Collector::Process, Collector::Server],
+            interval: self.interval,
+            awaited: Awaited::ByAll,
+            runs: Runs::Task(Box::new(probes)),
+        }))
+    }
+}
+
+impl Task for Probes {
+    fn round(&mut self) -> Round<'_> {
+        Box::pin(Probes::round(self))
+    }
+
+    fn run_every(self: Box<Self>, interval: Duration, first_read: FirstRead) -> Round<'static> {
+        Box::pin(Probes::run_every(*self, interval, first_read))
     }
 }
 
