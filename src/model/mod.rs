@@ -148,25 +148,9 @@ pub struct Run {
     /// How the output source holds and watches its files, as of its last pass.
     #[serde(skip)]
     pub output_files: OutputFiles,
-    /// Alert instances pending or firing, as the alert engine last saw them.
-    #[serde(skip)]
-    pub alerts: Vec<AlertState>,
     /// The recent past at a fixed resolution; saved on its own (`history.json`).
     #[serde(skip)]
     pub history: history::History,
-    /// Alert emails sent without their chart because it could not be drawn.
-    #[serde(skip)]
-    pub chart_failures: u64,
-    /// Rounds of the alert engine: evaluated, and held back while an input is on its first
-    /// read.
-    #[serde(skip)]
-    pub alert_rounds: AlertRounds,
-    /// When the heartbeat's outside service last took a ping.
-    #[serde(skip)]
-    pub heartbeat_last_success: Option<Seconds>,
-    /// Notification outcomes by (alert, result, channel).
-    #[serde(skip)]
-    pub notifications: BTreeMap<(String, String, String), u64>,
     /// Per partition, the first output write seen after its latest progress line.
     #[serde(skip)]
     pub outputs_resumed: BTreeMap<String, Seconds>,
@@ -262,6 +246,24 @@ pub struct LogStats {
     /// first line (that begins a run) holds a new run.
     #[serde(default)]
     pub first_line: Option<String>,
+}
+
+/// What the alert sinks publish for the others to show (`pulse_alert_*`, `/status`'s alerts):
+/// the alert engine and the heartbeat write it, outside the run, which they only read
+/// (`lock::Published`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertView {
+    /// Alert instances pending or firing, as the alert engine last saw them.
+    pub alerts: Vec<AlertState>,
+    /// Rounds of the alert engine: evaluated, and held back while an input is on its first
+    /// read.
+    pub rounds: AlertRounds,
+    /// Notification outcomes by (alert, result, channel).
+    pub notifications: BTreeMap<(String, String, String), u64>,
+    /// Alert emails sent without their chart because it could not be drawn.
+    pub chart_failures: u64,
+    /// When the heartbeat's outside service last took a ping.
+    pub heartbeat_last_success: Option<Seconds>,
 }
 
 /// Rounds of the alert engine since the sidecar started.

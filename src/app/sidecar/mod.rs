@@ -7,8 +7,8 @@ mod registry;
 
 use crate::app::config::Config;
 use crate::collectors::Collector;
-use crate::lock::Locked;
-use crate::model::Run;
+use crate::lock::{Locked, Published};
+use crate::model::{AlertView, Run};
 use crate::sinks::alert::engine::Engine;
 use crate::sinks::http::{self, HttpState};
 use crate::sinks::metrics::{self, Exposition};
@@ -57,7 +57,12 @@ fn build_sources(config: &Config, cx: &mut Context) -> anyhow::Result<Vec<Built>
 /// directory it continues from, and saves, the snapshots there.
 pub fn once(config: &Config) -> anyhow::Result<String> {
     let run = read_once(config)?;
-    let registry = metrics::registry_with_web(run, None, config.collectors.on(Collector::Exporter));
+    let registry = metrics::registry_with_web(
+        run,
+        Published::default(),
+        None,
+        config.collectors.on(Collector::Exporter),
+    );
     Ok(metrics::encode(&registry, Exposition::Text))
 }
 
@@ -161,7 +166,9 @@ pub async fn serve(
         run.locked().history =
             crate::sinks::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
     }
-    let state = http_state(&config, &run, silences.clone(), &ready);
+    let engine = Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
+        .with_silences(silences.clone());
+    let state = http_state(&config, &run, engine.view(), silences, &ready);
     // The tasks, stopped together when the server stops.
     let mut tasks = tokio::task::JoinSet::new();
     let running = start_sources(&config, built, &mut tasks, (&ready, &judging))?;
@@ -172,13 +179,14 @@ pub async fn serve(
             judging.counter(),
         ));
     }
-    tasks.spawn(
-        Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
-            .with_silences(silences)
-            .run_every(judging.counter()),
-    );
+    let view = engine.view();
+    tasks.spawn(engine.run_every(judging.counter()));
     if let Some(h) = config.heartbeat.clone() {
-        tasks.spawn(crate::sinks::alert::heartbeat::run_every(h, run.clone()));
+        tasks.spawn(crate::sinks::alert::heartbeat::run_every(
+            h,
+            run.clone(),
+            view,
+        ));
     }
     if let (Some(discovery), Some(additions)) = (discovery, additions) {
         tasks.spawn(discovery.run_every(run.clone(), additions));
@@ -198,6 +206,7 @@ pub async fn serve(
 fn http_state(
     config: &Config,
     run: &Arc<Mutex<Run>>,
+    alerts: Published<AlertView>,
     silences: Arc<crate::sinks::alert::silence::Store>,
     ready: &Unread,
 ) -> Arc<HttpState> {
@@ -206,10 +215,12 @@ fn http_state(
         silences,
         registry: metrics::registry_with_web(
             run.clone(),
+            alerts.clone(),
             web.as_ref().map(|w| w.watched.counters().clone()),
             config.collectors.on(Collector::Exporter),
         ),
         run: run.clone(),
+        alerts,
         host: config.alerts.context.host.clone(),
         catching_up: ready.counter(),
         header_read_timeout: config.header_read_timeout,

@@ -17,9 +17,9 @@ pub use super::settings::{AlertConfig, Delivery};
 use super::silence::Store;
 use crate::clock;
 use crate::http_client::Client;
-use crate::lock::Locked;
+use crate::lock::{Locked, Published};
 use crate::model::stacks::Captures;
-use crate::model::{AlertState, Run};
+use crate::model::{AlertState, AlertView, Run};
 use crate::rules::{self, History};
 use crate::sinks::status::Status;
 use crate::state::StateDir;
@@ -89,6 +89,9 @@ pub struct Engine {
     silences: Arc<Store>,
     /// This evaluation's firing alerts that no silence holds.
     unsilenced: Vec<(super::Condition, f64)>,
+    /// What the engine publishes for the other sinks: it alone writes it (with the heartbeat's
+    /// last success), and never into the run.
+    view: Published<AlertView>,
 }
 
 impl Engine {
@@ -101,12 +104,10 @@ impl Engine {
                 saved.outbox.len()
             );
         }
-        {
-            let mut run = run.locked();
-            seed_notification_counters(&config, &mut run);
-            if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
-                run.stacks = Some(Arc::new(stacks));
-            }
+        let view = Published::default();
+        view.update(|v| seed_notification_counters(&config, v));
+        if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
+            run.locked().stacks = Some(Arc::new(stacks));
         }
         Engine {
             config,
@@ -118,7 +119,13 @@ impl Engine {
             outcomes: mpsc::unbounded_channel(),
             silences: Arc::new(Store::open(None)),
             unsilenced: Vec::new(),
+            view,
         }
+    }
+
+    /// What the engine publishes: the alerts, its rounds, the notifications' outcomes.
+    pub fn view(&self) -> Published<AlertView> {
+        self.view.clone()
     }
 
     /// Obeys these silences (by default, an empty set of its own).
@@ -151,8 +158,7 @@ impl Engine {
             }
             if waiting && unread.load(Ordering::Acquire) > 0 {
                 if started.elapsed() < FIRST_READ_LIMIT {
-                    let mut run = self.run.locked();
-                    run.alert_rounds.waiting += 1;
+                    self.view.update(|v| v.rounds.waiting += 1);
                     continue;
                 }
                 tracing::warn!(
@@ -173,7 +179,7 @@ impl Engine {
     /// Evaluates the rules and steps the lifecycle: what this round has to say.
     fn decide(&mut self, now: f64) -> Round {
         let mut run = self.run.locked();
-        run.alert_rounds.evaluated += 1;
+        self.view.update(|v| v.rounds.evaluated += 1);
         if run.runs_started != self.saved.runs_started {
             // A new run in the log's place: its partitions and its end are told anew.
             self.saved.lifecycle.forget_notices();
@@ -217,7 +223,7 @@ impl Engine {
             .filter(|(_, s)| !s)
             .map(|(f, _)| f)
             .collect();
-        run.alerts = statuses
+        let alerts: Vec<AlertState> = statuses
             .into_iter()
             .zip(shown)
             .map(|(s, silenced)| AlertState {
@@ -228,7 +234,8 @@ impl Engine {
                 summary: s.summary,
             })
             .collect();
-        let status = Status::from_run(&run, &self.config.context.host, now);
+        let status = Status::from_run(&run, &alerts, &self.config.context.host, now);
+        self.view.update(|v| v.alerts = alerts);
         if !notifications.is_empty() {
             let partition = match notifications.as_slice() {
                 [one] => one.condition.partition.as_deref(),
@@ -241,14 +248,11 @@ impl Engine {
                 email::subject(&notifications, &self.config.context.place())
             );
             if !self.config.notifies() {
-                for n in &notifications {
-                    count(
-                        &mut run,
-                        &n.condition.alert.to_string(),
-                        "not_configured",
-                        EMAIL,
-                    );
-                }
+                self.view.update(|v| {
+                    for n in &notifications {
+                        count(v, &n.condition.alert.to_string(), "not_configured", EMAIL);
+                    }
+                });
             }
         }
         Round {
@@ -304,7 +308,8 @@ impl Engine {
                 n.condition.details = c.details.clone();
             }
         }
-        round.status = Status::from_run(&run, &self.config.context.host, now);
+        let alerts = self.view.get();
+        round.status = Status::from_run(&run, &alerts.alerts, &self.config.context.host, now);
     }
 
     /// The email with the chart of the last hours and a tok/s sparkline. A chart that cannot
@@ -353,7 +358,7 @@ impl Engine {
                     channel = EMAIL,
                     "the alert email goes without its chart: {e}"
                 );
-                self.run.locked().chart_failures += 1;
+                self.view.update(|v| v.chart_failures += 1);
                 email
             }
         }
@@ -579,12 +584,11 @@ impl Engine {
                 "rejected"
             }
         };
-        {
-            let mut run = self.run.locked();
+        self.view.update(|v| {
             for alert in &message.alerts {
-                count(&mut run, alert, result, &message.channel);
+                count(v, alert, result, &message.channel);
             }
-        }
+        });
         if !matches!(outcome, Outcome::Retry(..)) {
             self.saved.outbox.remove(i);
         }
@@ -691,7 +695,7 @@ fn with_stacks(batch: &mut [payload::Alert], stacks: &crate::sinks::status::Stac
 
 /// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
 /// appears at 1 misses the first notification, so an alert on failed emails would too.
-fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
+fn seed_notification_counters(config: &AlertConfig, view: &mut AlertView) {
     let mut channels: Vec<(&str, &[&str])> = Vec::new();
     const DELIVERED: &[&str] = &["sent", "failed", "rejected"];
     if config.delivery.is_some() {
@@ -709,7 +713,7 @@ fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
         }
         for (channel, results) in &channels {
             for result in *results {
-                run.notifications
+                view.notifications
                     .entry((
                         alert.to_string(),
                         (*result).to_owned(),
@@ -721,8 +725,9 @@ fn seed_notification_counters(config: &AlertConfig, run: &mut Run) {
     }
 }
 
-fn count(run: &mut Run, alert: &str, result: &str, channel: &str) {
-    *run.notifications
+fn count(view: &mut AlertView, alert: &str, result: &str, channel: &str) {
+    *view
+        .notifications
         .entry((alert.to_owned(), result.to_owned(), channel.to_owned()))
         .or_default() += 1;
 }
@@ -878,8 +883,8 @@ mod tests {
         }
     }
 
-    fn outcomes(run: &Run, alert: &str) -> Vec<(String, u64)> {
-        run.notifications
+    fn outcomes(view: &AlertView, alert: &str) -> Vec<(String, u64)> {
+        view.notifications
             .iter()
             .filter(|((a, _, _), _)| a == alert)
             .map(|((_, result, _), n)| (result.clone(), *n))
@@ -901,25 +906,25 @@ mod tests {
         Arc::new(Mutex::new(run))
     }
 
-    fn firing(run: &Mutex<Run>) -> Vec<String> {
-        let run = run.lock().unwrap();
-        run.alerts.iter().map(|a| a.alert.clone()).collect()
+    fn firing(view: &Published<AlertView>) -> Vec<String> {
+        view.get().alerts.iter().map(|a| a.alert.clone()).collect()
     }
 
     #[tokio::test(start_paused = true)]
     async fn alerts_wait_for_every_first_read() {
         let run = stalled_run();
         let unread = Arc::new(AtomicUsize::new(2));
-        let engine =
-            tokio::spawn(Engine::new(config(None), run.clone(), None).run_every(unread.clone()));
+        let engine = Engine::new(config(None), run.clone(), None);
+        let view = engine.view();
+        let engine = tokio::spawn(engine.run_every(unread.clone()));
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(
-            firing(&run).is_empty(),
+            firing(&view).is_empty(),
             "judged before the inputs were read"
         );
         unread.fetch_sub(2, Ordering::AcqRel);
         tokio::time::sleep(Duration::from_secs(20)).await;
-        assert_eq!(firing(&run), ["Stalled"]);
+        assert_eq!(firing(&view), ["Stalled"]);
         engine.abort();
     }
 
@@ -927,24 +932,26 @@ mod tests {
     async fn a_first_read_that_never_ends_does_not_silence_alerts() {
         let run = stalled_run();
         let unread = Arc::new(AtomicUsize::new(1));
-        let engine = tokio::spawn(Engine::new(config(None), run.clone(), None).run_every(unread));
+        let engine = Engine::new(config(None), run.clone(), None);
+        let view = engine.view();
+        let engine = tokio::spawn(engine.run_every(unread));
         tokio::time::sleep(FIRST_READ_LIMIT - Duration::from_secs(20)).await;
-        assert!(firing(&run).is_empty());
+        assert!(firing(&view).is_empty());
         tokio::time::sleep(Duration::from_secs(40)).await;
-        assert_eq!(firing(&run), ["Stalled"]);
+        assert_eq!(firing(&view), ["Stalled"]);
         engine.abort();
     }
 
     #[test]
     fn counters_of_enabled_rules_start_at_zero() {
-        let mut run = Run::default();
-        seed_notification_counters(&config(None), &mut run);
+        let mut view = AlertView::default();
+        seed_notification_counters(&config(None), &mut view);
         assert_eq!(
-            outcomes(&run, "Stalled"),
+            outcomes(&view, "Stalled"),
             [("not_configured".to_owned(), 0)]
         );
-        assert!(outcomes(&run, "GpuMissing").is_empty(), "disabled");
-        assert_eq!(outcomes(&run, "RunFinished").len(), 1);
+        assert!(outcomes(&view, "GpuMissing").is_empty(), "disabled");
+        assert_eq!(outcomes(&view, "RunFinished").len(), 1);
     }
 
     #[test]
@@ -955,9 +962,9 @@ mod tests {
             to: vec!["oncall@example.com".into()],
             timeout: Duration::from_secs(30),
         };
-        let mut run = Run::default();
-        seed_notification_counters(&config(Some(delivery)), &mut run);
-        let results: Vec<String> = outcomes(&run, "Stalled")
+        let mut view = AlertView::default();
+        seed_notification_counters(&config(Some(delivery)), &mut view);
+        let results: Vec<String> = outcomes(&view, "Stalled")
             .into_iter()
             .map(|(r, _)| r)
             .collect();
@@ -966,11 +973,11 @@ mod tests {
 
     #[test]
     fn seeding_keeps_counts_already_made() {
-        let mut run = Run::default();
-        count(&mut run, "Stalled", "not_configured", EMAIL);
-        seed_notification_counters(&config(None), &mut run);
+        let mut view = AlertView::default();
+        count(&mut view, "Stalled", "not_configured", EMAIL);
+        seed_notification_counters(&config(None), &mut view);
         assert_eq!(
-            outcomes(&run, "Stalled"),
+            outcomes(&view, "Stalled"),
             [("not_configured".to_owned(), 1)]
         );
     }

@@ -7,8 +7,8 @@
 
 use crate::clock;
 use crate::http_client::{self, Client, Url};
-use crate::lock::Locked;
-use crate::model::Run;
+use crate::lock::{Locked, Published};
+use crate::model::{AlertView, Run};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ fn down(run: &Run) -> Vec<&'static str> {
 
 /// Pings forever; abort the task to stop it. The first ping waits one interval, so that the
 /// inputs have been read once and a collector still starting does not count as down.
-pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
+pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>, view: Published<AlertView>) {
     let client = match http_client::tls_client(None) {
         Ok(tls) => Client {
             tls: Some(Arc::new(tls.with_no_client_auth())),
@@ -47,11 +47,16 @@ pub async fn run_every(config: HeartbeatConfig, run: Arc<Mutex<Run>>) {
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        ping(&config, &client, &run).await;
+        ping(&config, &client, &run, &view).await;
     }
 }
 
-async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
+async fn ping(
+    config: &HeartbeatConfig,
+    client: &Client,
+    run: &Mutex<Run>,
+    view: &Published<AlertView>,
+) {
     let down = down(&run.locked());
     let url = if down.is_empty() {
         &config.url
@@ -61,8 +66,7 @@ async fn ping(config: &HeartbeatConfig, client: &Client, run: &Mutex<Run>) {
     match http_client::get_with(client, url, config.timeout, 64 * 1024).await {
         Ok((status, _)) if (200..300).contains(&status) => {
             if down.is_empty() {
-                let mut run = run.locked();
-                run.heartbeat_last_success = Some(clock::now());
+                view.update(|v| v.heartbeat_last_success = Some(clock::now()));
             } else {
                 tracing::info!(
                     url = %url,

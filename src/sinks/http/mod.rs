@@ -1,7 +1,7 @@
 //! The HTTP server: `/metrics` for Prometheus, `/` for people, `/-/healthy` and `/-/ready` for
 //! orchestrators. [`serve`] owns the connections; this file answers requests.
 
-use crate::model::Run;
+use crate::model::{AlertView, Run};
 use crate::sinks::metrics::{self, Exposition};
 use crate::sinks::status::Status;
 use crate::sinks::web_config::Active;
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 mod serve;
 pub mod silences;
-use crate::lock::Locked;
+use crate::lock::{Locked, Published};
 pub use serve::{serve, systemd_listeners};
 
 /// The web config as the HTTP server holds it: watched, and read again when its files change.
@@ -49,6 +49,8 @@ pub struct HttpState {
     pub registry: Registry,
     /// The model, for `/status`.
     pub run: Arc<Mutex<Run>>,
+    /// What the alert engine publishes, for `/status`'s alerts.
+    pub alerts: Published<AlertView>,
     /// The host name `/status` gives.
     pub host: String,
     /// Sources that have not yet read their inputs to the end once; ready at 0, so the first
@@ -220,9 +222,10 @@ fn metrics_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
 }
 
 fn status_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    let alerts = state.alerts.get();
     let status = {
         let run = state.run.locked();
-        Status::from_run(&run, &state.host, crate::clock::now())
+        Status::from_run(&run, &alerts.alerts, &state.host, crate::clock::now())
     };
     let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
     (StatusCode::OK, "application/json", body)

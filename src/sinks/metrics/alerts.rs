@@ -2,20 +2,20 @@
 
 use super::family;
 use super::Out;
-use crate::model::Run;
+use crate::model::AlertView;
 use prometheus_client::encoding::EncodeMetric;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use std::fmt;
 
-pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
+pub(super) fn encode(view: &AlertView, enc: &mut Out) -> fmt::Result {
     family(
         enc,
         "pulse_alert_firing",
         "1 for a firing alert, 0 for a pending one (partition is empty for run-wide alerts).",
         MetricType::Gauge,
-        run.alerts.iter().map(|a| {
+        view.alerts.iter().map(|a| {
             (
                 [
                     ("alert", a.alert.as_str()),
@@ -30,9 +30,9 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
         "Alert emails sent without their chart because it could not be drawn.",
         MetricType::Counter,
     )? {
-        ConstCounter::new(run.chart_failures).encode(metric)?;
+        ConstCounter::new(view.chart_failures).encode(metric)?;
     }
-    if let Some(t) = run.heartbeat_last_success {
+    if let Some(t) = view.heartbeat_last_success {
         super::gauge(
             enc,
             "pulse_heartbeat_last_success_timestamp_seconds",
@@ -40,7 +40,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             t,
         )?;
     }
-    let rounds = run.alert_rounds;
+    let rounds = view.rounds;
     family(
         enc,
         "pulse_alert_rounds",
@@ -54,7 +54,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
         "pulse_notifications",
         "Alert notifications by outcome (sent, failed: an attempt that will be retried, rejected: dropped for good, not_configured) and channel (email, alertmanager_urls[i], webhooks[i]).",
         MetricType::Counter,
-        run.notifications.iter().map(|((alert, result, channel), n)| {
+        view.notifications.iter().map(|((alert, result, channel), n)| {
             (
                 [
                     ("alert", alert.as_str()),

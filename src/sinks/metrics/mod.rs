@@ -13,8 +13,8 @@ mod sources;
 mod web;
 
 use crate::collectors::Collectors;
-use crate::lock::Locked;
-use crate::model::Run;
+use crate::lock::{Locked, Published};
+use crate::model::{AlertView, Run};
 use crate::sinks::metrics::process::ProcessStats;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -51,6 +51,8 @@ impl Exposition {
 #[derive(Debug)]
 struct RunCollector {
     run: Arc<Mutex<Run>>,
+    /// What the alert engine publishes.
+    alerts: Published<AlertView>,
     revision: &'static str,
     web: Option<Arc<crate::sinks::web_config::Counters>>,
     /// The sidecar's own `process_*` and HTTP server families (`disable_exporter_metrics`).
@@ -59,19 +61,21 @@ struct RunCollector {
 
 /// The registry holding our collector; encode it with [`encode`].
 pub fn registry(run: Arc<Mutex<Run>>) -> Registry {
-    registry_with_web(run, None, true)
+    registry_with_web(run, Published::default(), None, true)
 }
 
 /// [`registry`], with the web config's counters when one is served, and without the
 /// exporter's own families unless `exporter`.
 pub fn registry_with_web(
     run: Arc<Mutex<Run>>,
+    alerts: Published<AlertView>,
     web: Option<Arc<crate::sinks::web_config::Counters>>,
     exporter: bool,
 ) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(RunCollector {
         run,
+        alerts,
         revision: env!("PULSE_GIT_REVISION"),
         web,
         exporter,
@@ -100,16 +104,18 @@ impl Collector for RunCollector {
             enc,
             on: Collectors::all(),
         };
+        // A snapshot, taken before the run's lock and read after it.
+        let alerts = self.alerts.get();
         let identity = {
             let run = self.run.locked();
             enc.on = run.collectors_on;
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;
             server::encode(&run, &mut enc)?;
-            alerts::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
             (run.identity.clone(), run.run_id.clone())
         };
+        alerts::encode(&alerts, &mut enc)?;
         if let (Some(label), id) = identity {
             let id = id.map_or_else(|| crate::run_identity::named_id(&label.run), |(id, _)| id);
             let labels = [

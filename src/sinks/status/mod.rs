@@ -6,7 +6,7 @@
 
 pub mod terminal;
 
-use crate::model::{Discovered, PartitionView, Run, Seconds};
+use crate::model::{AlertState, Discovered, PartitionView, Run, Seconds};
 use crate::rules::AlertName;
 use crate::rules::{self, History, Rules};
 use serde::{Deserialize, Serialize};
@@ -351,9 +351,8 @@ pub struct AlertStatus {
 
 impl Status {
     /// The status of a running sidecar: alerts as its alert engine tracks them.
-    pub fn from_run(run: &Run, host: &str, now: Seconds) -> Status {
-        let alerts = run
-            .alerts
+    pub fn from_run(run: &Run, alerts: &[AlertState], host: &str, now: Seconds) -> Status {
+        let alerts = alerts
             .iter()
             .map(|a| AlertStatus {
                 alert: a.alert.clone(),

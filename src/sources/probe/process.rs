@@ -125,16 +125,14 @@ mod tests {
             .args(["-c", "sleep 30; true", &marker])
             .spawn()
             .unwrap();
-        // Between fork and exec the child still carries our command line: look until it has
-        // become the shell.
+        // Between fork and exec the child still carries our command line, and the shell's own
+        // fork for `sleep` carries the shell's for a moment: look until the shell is found.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let found = loop {
             match find(&ProcessTarget::Match(marker.clone()), None) {
-                Some(pid) => break Some(pid),
-                None if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(10))
-                }
-                None => break None,
+                Some(pid) if pid == child.id() => break Some(pid),
+                other if std::time::Instant::now() >= deadline => break other,
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
             }
         };
         assert_eq!(found, Some(child.id()));
