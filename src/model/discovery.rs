@@ -33,7 +33,7 @@ pub struct DiscoveredLog {
     pub format: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiscoveredProcess {
     pub pid: u32,
     /// Its command line, arguments joined with spaces.
@@ -44,7 +44,7 @@ pub struct DiscoveredProcess {
     pub program: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiscoveredServer {
     pub pid: u32,
     /// `sglang` or `vllm`.
@@ -59,6 +59,11 @@ pub struct DiscoveredServer {
     /// A front end can answer while one of these is dead or stopped.
     #[serde(default)]
     pub workers: Vec<DiscoveredProcess>,
+    /// Its workers that did the engine's work (a scheduler, an `EngineCore`) and were gone at
+    /// a later scan while the server itself still ran: a front end that answers with its
+    /// engine dead (what the OOM killer leaves).
+    #[serde(default)]
+    pub workers_gone: Vec<DiscoveredProcess>,
     /// Why this server is the run's: the driver's connection to it, the run folder, or being
     /// the only one on the node while that is not contradicted (docs/configuration.md,
     /// "Which server is the run's"). Only a server tied to the run replaces one that went away.
@@ -74,7 +79,38 @@ fn yes() -> bool {
     true
 }
 
+impl DiscoveredProcess {
+    /// Whether it does the engine's work, by the title it gave itself (`VLLM::EngineCore`,
+    /// `VLLM::Worker_TP0`, `sglang::scheduler_TP0`): not a detokenizer nor multiprocessing's
+    /// resource tracker.
+    pub fn works(&self) -> bool {
+        let lower = self.command.to_lowercase();
+        ["enginecore", "scheduler", "worker"]
+            .iter()
+            .any(|w| lower.contains(w))
+            && !lower.contains("detokeniz")
+            && !lower.contains("resource_tracker")
+    }
+}
+
 impl DiscoveredServer {
+    /// This scan's view of the server, told what the last one saw: the working processes the
+    /// same server had then and has no more are gone (and stay so while it runs).
+    pub fn after(mut self, before: Option<&DiscoveredServer>) -> DiscoveredServer {
+        let Some(before) = before.filter(|b| b.pid == self.pid) else {
+            return self;
+        };
+        let now: Vec<u32> = self.workers.iter().map(|w| w.pid).collect();
+        let mut gone = before.workers_gone.clone();
+        for w in &before.workers {
+            if w.works() && !now.contains(&w.pid) && !gone.iter().any(|g| g.pid == w.pid) {
+                gone.push(w.clone());
+            }
+        }
+        self.workers_gone = gone;
+        self
+    }
+
     /// Tied to the run (by the driver's connection or the run folder), not merely the only one.
     pub fn tied(&self) -> bool {
         !self.by.starts_with(ONLY_ONE)
@@ -84,3 +120,42 @@ impl DiscoveredServer {
 /// How [`DiscoveredServer::by`] begins for the only server on a node, a guess said as such;
 /// what follows says why the guess is allowed.
 pub const ONLY_ONE: &str = "the only inference server on this node";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(pid: u32, command: &str) -> DiscoveredProcess {
+        DiscoveredProcess {
+            pid,
+            command: command.into(),
+            ..DiscoveredProcess::default()
+        }
+    }
+
+    fn server(pid: u32, workers: &[DiscoveredProcess]) -> DiscoveredServer {
+        DiscoveredServer {
+            pid,
+            workers: workers.to_vec(),
+            ..DiscoveredServer::default()
+        }
+    }
+
+    #[test]
+    fn a_working_process_that_goes_while_its_server_runs_is_gone_and_stays_so() {
+        let scheduler = process(11, "sglang::scheduler");
+        let detokenizer = process(12, "sglang::detokenizer");
+        let first = server(10, &[scheduler.clone(), detokenizer.clone()]).after(None);
+        assert!(first.workers_gone.is_empty());
+        let same = server(10, &[scheduler.clone(), detokenizer.clone()]).after(Some(&first));
+        assert!(same.workers_gone.is_empty());
+        // The detokenizer going is no dead engine; the scheduler going is.
+        let no_detok = server(10, std::slice::from_ref(&scheduler)).after(Some(&same));
+        assert!(no_detok.workers_gone.is_empty());
+        let dead = server(10, &[]).after(Some(&no_detok));
+        assert_eq!(dead.workers_gone, std::slice::from_ref(&scheduler));
+        assert_eq!(server(10, &[]).after(Some(&dead)).workers_gone, [scheduler]);
+        // Another server in its place starts with nothing gone.
+        assert!(server(20, &[]).after(Some(&dead)).workers_gone.is_empty());
+    }
+}

@@ -80,6 +80,14 @@ pub struct ServerState {
     /// offloaded or discarded between jobs; `None` where the metrics do not say.
     #[serde(default)]
     pub asleep: Option<bool>,
+    /// Its health URL gave no answer in time though its port accepts connections: hung where
+    /// its process lives, not gone.
+    #[serde(default)]
+    pub hung: bool,
+    /// Its token counter stood still since the last scrape while its gauges claim running
+    /// requests: the gauges are the last batch's, not now's.
+    #[serde(default)]
+    pub frozen: bool,
     /// Why the latest probe failed, for the alert email.
     pub error: Option<String>,
     pub checked_at: Option<Seconds>,

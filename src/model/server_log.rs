@@ -69,6 +69,10 @@ pub struct ServerLogState {
     pub request_lines: BTreeMap<String, u64>,
     #[serde(default)]
     pub last_fatal: Option<Fatal>,
+    /// The latest line that told of trouble (a failed health check, a traceback, an OOM, a
+    /// fatal error), for an alert about the server: what its log said last.
+    #[serde(default)]
+    last_trouble: Option<String>,
     /// vLLM V0's running count of preemptions, as its last warning gave it.
     #[serde(default)]
     preemptions_seen: Option<u64>,
@@ -150,6 +154,10 @@ impl ServerLogState {
                         return;
                     }
                     self.oom_seq = self.seq;
+                }
+                if !matches!(event, ServerEvent::Retract | ServerEvent::Preemption) {
+                    let text = String::from_utf8_lossy(&text[..text.len().min(400)]);
+                    self.last_trouble = Some(text.trim().to_owned());
                 }
                 if event.is_fatal() {
                     let text = String::from_utf8_lossy(&text[..text.len().min(400)]);
@@ -330,6 +338,11 @@ impl ServerLogState {
             .filter(|f| f.seq > self.last_report_seq)
     }
 
+    /// The latest line of the log that told of trouble.
+    pub fn last_words(&self) -> Option<&str> {
+        self.last_trouble.as_deref()
+    }
+
     pub fn event_count(&self, event: ServerEvent) -> u64 {
         self.events.get(event.as_str()).copied().unwrap_or(0)
     }
@@ -416,14 +429,50 @@ impl Run {
     }
 
     /// Whether the server is gone: its probe fails (health, or a metrics scrape with nothing
-    /// read), or, with no probe that works, its log ends in a crash.
+    /// read), its engine is dead behind its front end ([`Run::engine_dead`]), or, with no
+    /// probe that works, its log ends in a crash.
     pub fn server_down(&self) -> bool {
+        if self.engine_dead().is_some() {
+            return true;
+        }
         match &self.server {
             Some(s) if s.up == Some(false) => true,
             Some(s) if s.error.is_some() && s.running_requests.is_none() => true,
             Some(s) if s.up == Some(true) || s.running_requests.is_some() => false,
             _ => self.server_log.crashed().is_some(),
         }
+    }
+
+    /// What is dead behind a front end that still runs: the workers that did the engine's work
+    /// (SGLang's scheduler, vLLM's `EngineCore`) gone while the server's own process runs, as
+    /// the OOM killer leaves it. Its `/health` may answer 503 (SGLang) and its gauges stay
+    /// where they were, so neither says it; discovery's scans of its processes do.
+    pub fn engine_dead(&self) -> Option<String> {
+        let server = self.discovered.as_ref()?.server.as_ref()?;
+        if server.workers_gone.is_empty() {
+            return None;
+        }
+        let gone: Vec<String> = server
+            .workers_gone
+            .iter()
+            .map(|w| {
+                let title = w.command.split_whitespace().next().unwrap_or("?");
+                format!("{title} (pid {})", w.pid)
+            })
+            .collect();
+        Some(format!(
+            "its {} {} gone while its front end (pid {}) still runs",
+            gone.join(", "),
+            if gone.len() == 1 { "is" } else { "are" },
+            server.pid
+        ))
+    }
+
+    /// Whether the server's gauges are the last batch's and nobody waits on them: frozen
+    /// ([`ServerState::frozen`]) while no partition is active. Not shown then; while the run
+    /// waits on the server, frozen gauges are what a hang looks like, and they stay.
+    fn server_gauges_stale(&self) -> bool {
+        self.server.as_ref().is_some_and(|s| s.frozen) && !self.any_active()
     }
 
     /// The server's figures now: none while it is down (its last known ones are
@@ -449,6 +498,13 @@ impl Run {
         let scraped_at = probe
             .filter(|s| s.error.is_none() && s.running_requests.is_some())
             .and_then(|s| s.checked_at);
+        if self.server_gauges_stale() {
+            return ServerFigures {
+                last_report_at: self.server_log.last_report_at.or(scraped_at),
+                down: self.server_down(),
+                ..ServerFigures::default()
+            };
+        }
         ServerFigures {
             running: pick(probe.and_then(|s| s.running_requests), log.running),
             queued: pick(probe.and_then(|s| s.queued_requests), log.queued),

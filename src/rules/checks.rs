@@ -176,22 +176,40 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let Some(server) = &j.run.server else {
         return Vec::new();
     };
-    if server.up != Some(false) || j.run.finished(&j.views) || j.run.server_guessed() {
+    let dead = j.run.engine_dead();
+    if (server.up != Some(false) && dead.is_none())
+        || j.run.finished(&j.views)
+        || j.run.server_guessed()
+    {
         return Vec::new();
     }
     let probe = server
         .error
         .clone()
         .unwrap_or_else(|| "The health check failed.".into());
-    let (summary, description) = match j.run.server_log.crashed() {
-        Some(fatal) => (
+    let said = j
+        .run
+        .server_log
+        .last_words()
+        .map(|w| format!(" Its log said last: {w}"))
+        .unwrap_or_default();
+    let (summary, description) = match (j.run.server_log.crashed(), dead) {
+        (_, Some(dead)) => (
+            "the inference server's engine crashed behind its live API".into(),
+            format!("The server's front end still runs, but {dead}: nothing it accepts is served, and its gauges are frozen where they were (not exported).{said} {probe}"),
+        ),
+        (_, None) if server.hung => (
+            "the inference server's HTTP process is hung".into(),
+            format!("{probe}. Its process lives (the kernel accepts connections for a stopped or wedged process), so the requests it holds wait."),
+        ),
+        (Some(fatal), None) => (
             format!(
                 "the inference server crashed ({})",
                 fatal.event.replace('_', " ")
             ),
             format!("Its log ends in: {}. {probe}", fatal.text),
         ),
-        None => ("the inference server's health check fails".into(), probe),
+        (None, None) => ("the inference server's health check fails".into(), probe),
     };
     vec![condition(AlertName::ServerDown, None, summary, description)]
 }

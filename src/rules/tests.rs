@@ -121,6 +121,7 @@ fn stall_causes_from_the_evidence() {
             metrics_url: None,
             log: None,
             workers: Vec::new(),
+            workers_gone: Vec::new(),
             by: format!("{} (no driver found yet)", crate::model::ONLY_ONE),
             serves_http: true,
         }),
@@ -748,4 +749,114 @@ fn the_drivers_stacks_refine_a_stalls_cause() {
     });
     run.stacks = stacks(Verdict::WaitingOnServer, stalled_at);
     assert!(eval(&run, stalled_at)[0].summary.contains("server hung"));
+}
+
+/// SGLang's scheduler killed (what the OOM killer does): its front end still answers (503 on
+/// a generating `/health`, up for the probe) and its gauges stay where they were; discovery's
+/// scans saw the scheduler go. That is a crash, with what the log said last, and no figures.
+#[test]
+fn an_engine_dead_behind_its_live_api_is_a_crash_with_its_last_words_and_no_figures() {
+    let mut run = active_run();
+    run.add_log("sglang.log".into(), true);
+    let mut parser = Parser::Server(crate::parse::ServerLog::default());
+    let line = "[2026-12-07 05:25:14] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start time: 05:24:54. last_heartbeat time: 05:24:30";
+    run.ingest(
+        1,
+        line.as_bytes(),
+        parser.parse(line.as_bytes()),
+        T0 + 100.0,
+    );
+    run.server = Some(ServerState {
+        up: Some(true),
+        running_requests: Some(4.0),
+        queued_requests: Some(6.0),
+        frozen: true,
+        ..ServerState::default()
+    });
+    let scheduler = crate::model::DiscoveredProcess {
+        pid: 11,
+        command: "sglang::scheduler".into(),
+        ..Default::default()
+    };
+    let server = crate::model::DiscoveredServer {
+        pid: 10,
+        workers: vec![scheduler],
+        by: "the driver talks to it".into(),
+        ..Default::default()
+    };
+    let later = crate::model::DiscoveredServer {
+        workers: Vec::new(),
+        ..server.clone()
+    }
+    .after(Some(&server));
+    run.discovered = Some(crate::model::Discovered {
+        server: Some(server),
+        ..Default::default()
+    });
+    assert!(!alerts(&eval(&run, T0 + 120.0)).contains(&(AlertName::ServerDown, None)));
+    assert_eq!(run.server_figures().running, Some(4.0), "a hang's evidence");
+    run.discovered.as_mut().unwrap().server = Some(later);
+    let c = eval(&run, T0 + 120.0);
+    let down = c
+        .iter()
+        .find(|c| c.alert == AlertName::ServerDown)
+        .expect("ServerDown");
+    assert_eq!(
+        down.summary,
+        "the inference server's engine crashed behind its live API"
+    );
+    assert!(
+        down.details.contains("sglang::scheduler (pid 11)"),
+        "{down:?}"
+    );
+    assert!(down.details.contains("Health check failed"), "{down:?}");
+    let figures = run.server_figures();
+    assert_eq!((figures.running, figures.queued), (None, None));
+}
+
+/// A health URL that gives no answer in time from a port that accepts: ServerDown says the
+/// HTTP process is hung, not gone.
+#[test]
+fn a_hung_health_check_is_said_as_hung() {
+    let mut run = active_run();
+    run.server = Some(ServerState {
+        up: Some(false),
+        hung: true,
+        error: Some("http://127.0.0.1:30000/health: no complete answer within 25s: it accepts connections but gives no answer within 25s, so its HTTP process is hung (stopped, or wedged in its event loop)".into()),
+        ..ServerState::default()
+    });
+    let c = eval(&run, T0 + 120.0);
+    let down = c
+        .iter()
+        .find(|c| c.alert == AlertName::ServerDown)
+        .expect("ServerDown");
+    assert_eq!(down.summary, "the inference server's HTTP process is hung");
+    assert!(down.details.contains("Its process lives"), "{down:?}");
+}
+
+/// SGLang sets its gauges only when it logs a batch: idle after the run, they keep the last
+/// batch's figures. Frozen gauges are not shown once no partition waits on the server; while
+/// one does, they are a hang's evidence and stay.
+#[test]
+fn frozen_gauges_are_not_shown_once_nothing_waits_on_the_server() {
+    let mut run = active_run();
+    run.server = Some(ServerState {
+        up: Some(true),
+        running_requests: Some(1.0),
+        queued_requests: Some(0.0),
+        generation_tokens_per_second: Some(0.0),
+        frozen: true,
+        ..ServerState::default()
+    });
+    assert_eq!(run.server_figures().running, Some(1.0));
+    for p in run.partitions.values_mut() {
+        p.active = false;
+    }
+    let figures = run.server_figures();
+    assert_eq!(
+        (figures.running, figures.generation_tokens_per_second),
+        (None, None)
+    );
+    run.server.as_mut().unwrap().frozen = false;
+    assert_eq!(run.server_figures().running, Some(1.0));
 }

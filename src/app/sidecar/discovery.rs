@@ -158,7 +158,9 @@ impl Discovery {
                 tracing::info!("discovered: {line}");
             }
         }
+        let before = self.found.server.take();
         self.found = found;
+        self.found.server = self.found.server.take().map(|s| s.after(before.as_ref()));
         // Typed as start-up typed them; a finding that does not type (it cannot: discovery
         // writes the paths and URLs itself) keeps the sources as they are.
         match self.inputs() {
@@ -259,6 +261,7 @@ mod tests {
             metrics_url: None,
             log: None,
             workers: Vec::new(),
+            workers_gone: Vec::new(),
             by: by.into(),
             serves_http: true,
         }

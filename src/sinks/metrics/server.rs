@@ -25,7 +25,12 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
                 enc,
                 "pulse_server_up",
                 "1 while the inference server's health check passes.",
-                if up { 1.0 } else { 0.0 },
+                // A front end that answers with its engine dead is not up.
+                if up && run.engine_dead().is_none() {
+                    1.0
+                } else {
+                    0.0
+                },
             )?;
         }
     }

@@ -402,6 +402,7 @@ fn described_server(
     let headless = p.args.iter().any(|a| a == "--headless");
     DiscoveredServer {
         workers: descendants(procs, p.pid),
+        workers_gone: Vec::new(),
         pid: p.pid,
         engine: engine.to_owned(),
         command: p.command(),

@@ -110,29 +110,47 @@ pub struct Probes {
 #[derive(Debug, Clone, PartialEq)]
 enum Health {
     Up,
-    /// It accepts connections but did not answer in time (or, from a generating `/health`,
-    /// answered 503): alive and busy (SGLang's `/health` waits for a token through the
-    /// scheduler), not down.
-    Slow(String),
+    /// A generating `/health` (SGLang's, asked every `server_health_interval`) answered 503:
+    /// one forward pass outlasted its 20 s. Alive and busy, not down; a dead engine behind it
+    /// is told by its processes (`Run::engine_dead`).
+    Busy(String),
+    /// It accepts connections but gave no answer within `server_health_timeout`. Accepting
+    /// proves nothing: the kernel completes the handshake for a process that is stopped,
+    /// frozen in D state or deadlocked in its event loop, and both engines bound their own
+    /// handlers, so no answer in time means the HTTP process itself is wedged: not up.
+    Hung(String),
     Down(String),
 }
 
-/// Asks `url` for the server's health; a slow answer is told apart from a dead server by a
-/// connection to its port. A 503 is the server's own word that it is unwell (vLLM's dead
-/// engine), except from a `generating` health URL (SGLang's, asked every
-/// `server_health_interval`), whose 503 says one forward pass outlasted its 20 s.
+/// Asks `url` for the server's health; an ask that gets no answer is told apart from a server
+/// that is gone by a connection to its port (hung where it accepts one, down where it does
+/// not). A 503 is the server's own word that it is unwell (vLLM's dead engine), except from a
+/// `generating` health URL, whose 503 says one forward pass outlasted its 20 s.
 async fn ask_health(url: Url, timeout: Duration, generating: bool) -> Health {
     let why = match http_client::get(&url, timeout, HEALTH_LIMIT).await {
         Ok((status, _)) if (200..300).contains(&status) => return Health::Up,
-        Ok((503, _)) if generating => format!("{url} answered 503"),
+        Ok((503, _)) if generating => return Health::Busy(format!("{url} answered 503")),
         Ok((status, _)) => return Health::Down(format!("{url} answered {status}")),
         Err(e) if e.starts_with("cannot connect") => return Health::Down(format!("{url}: {e}")),
         Err(e) => format!("{url}: {e}"),
     };
     match accepts(&url, timeout).await {
-        Ok(()) => Health::Slow(why),
+        Ok(()) => Health::Hung(format!(
+            "{why}: it accepts connections but gives no answer within {timeout:?}, so its HTTP process is hung (stopped, or wedged in its event loop)"
+        )),
         Err(e) => Health::Down(format!("{why}; {e}")),
     }
+}
+
+/// Whether the engine's gauges are frozen: its token counter stood still since the last
+/// scrape while they claim running requests. SGLang sets its gauges only when it logs a
+/// batch, so an idle SGLang keeps the last batch's figures (a request running, hundreds of
+/// tok/s) for as long as nothing runs; so does one whose scheduler is stopped or gone.
+fn frozen(total: Option<f64>, previous: Option<(f64, f64)>, running: Option<f64>) -> bool {
+    let (Some(total), Some((_, before))) = (total, previous) else {
+        return false;
+    };
+    total == before && running.is_some_and(|r| r > 0.0)
 }
 
 /// Whether the server accepts a connection on the URL's port: it lives, at no cost to it.
@@ -327,16 +345,17 @@ impl Probes {
         let mut errors = Vec::new();
         if let Some(url) = self.config.health_url.clone() {
             let health = self.health(&url).await;
-            if let Health::Down(why) = &health {
+            if let Health::Down(why) | Health::Hung(why) = &health {
                 errors.push(why.clone());
             }
-            if let (Health::Slow(why), false) = (&health, self.last_health == Some(health.clone()))
+            if let (Health::Busy(why), false) = (&health, self.last_health == Some(health.clone()))
             {
                 tracing::info!(
-                    "inference server health: {why}, but it accepts connections: busy, not down"
+                    "inference server health: {why} (its /health waits for a token): busy, not down"
                 );
             }
-            state.up = Some(!matches!(health, Health::Down(_)));
+            state.up = Some(matches!(health, Health::Up | Health::Busy(_)));
+            state.hung = matches!(health, Health::Hung(_));
             self.last_health = Some(health);
         }
         if let Some(url) = self.config.metrics_url.clone() {
@@ -393,7 +412,9 @@ impl Probes {
         state.kv_cache_usage_max = first(&KV_USAGE, Combine::Max).filter(ratio);
         state.preemptions_total = first(&PREEMPTIONS, Combine::Sum);
         state.asleep = asleep(text);
-        let counted = first(&GENERATED_TOTAL, Combine::Sum).and_then(|total| {
+        let total = first(&GENERATED_TOTAL, Combine::Sum);
+        state.frozen = frozen(total, self.generated, state.running_requests);
+        let counted = total.and_then(|total| {
             let now = clock::now();
             let previous = self.generated.replace((now, total));
             let (then, before) = previous?;
