@@ -130,6 +130,9 @@ pub struct Run {
     /// When the server was first seen at all.
     #[serde(skip)]
     pub server_seen_at: Option<Seconds>,
+    /// When the server was first probed, and whether its health check has passed since.
+    #[serde(skip)]
+    server_probed: Option<(Seconds, bool)>,
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     pub utc_offset: i64,
@@ -427,6 +430,9 @@ impl Run {
     /// Takes a server probe's result; remembers when the server was last seen generating, which
     /// stands in for a partition's first report while it may still take a while.
     pub fn set_server(&mut self, server: ServerState, now: Seconds) {
+        let up = server.up == Some(true);
+        let probed = self.server_probed.get_or_insert((now, false));
+        probed.1 |= up;
         if server.error.is_none() && server.running_requests.is_some() {
             self.note_server(
                 server.running_requests,

@@ -131,6 +131,10 @@ pub struct ServerFigures {
     pub down: bool,
 }
 
+/// The longest a server that never answered its health check counts as starting: past it, it
+/// is down. A large model on a slow disk loads in minutes.
+pub const STARTING_AT_MOST: Seconds = 600.0;
+
 impl ServerLogState {
     /// Takes a line read at `at` (its own time, else the read time).
     pub(super) fn take(&mut self, line: ServerLine, text: &[u8], at: Seconds) {
@@ -466,6 +470,16 @@ impl Run {
             if gone.len() == 1 { "is" } else { "are" },
             server.pid
         ))
+    }
+
+    /// Whether the server is starting: probed for less than [`STARTING_AT_MOST`], its health
+    /// check never passed, and its log tells of no crash. A server loads its weights before it
+    /// answers (SGLang: its port refused, then 503, then 200): not down meanwhile.
+    pub fn server_starting(&self, now: Seconds) -> bool {
+        self.server_probed
+            .is_some_and(|(since, up)| !up && now - since < STARTING_AT_MOST)
+            && self.server_log.crashed().is_none()
+            && self.engine_dead().is_none()
     }
 
     /// Whether the server's gauges are the last batch's and nobody waits on them: frozen

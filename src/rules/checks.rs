@@ -180,6 +180,7 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     if (server.up != Some(false) && dead.is_none())
         || j.run.finished(&j.views)
         || j.run.server_guessed()
+        || j.run.server_starting(j.now)
     {
         return Vec::new();
     }

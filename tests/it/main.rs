@@ -31,6 +31,7 @@ mod prometheus;
 mod properties;
 mod resilience;
 mod server;
+mod sglang;
 mod stacks;
 mod status;
 mod tailer;

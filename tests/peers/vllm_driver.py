@@ -1,10 +1,12 @@
 """A batch driver as the tests' users run one: sends PROMPTS requests to a vLLM server's
 OpenAI API, CONCURRENCY at a time, and writes what run_inference.py writes: a progress log
-(RUN_DIR/run.log) and one JSONL record per response (RUN_DIR/outputs/B1.jsonl).
+(RUN_DIR/run.log) and one JSONL record per response (RUN_DIR/outputs/B1.jsonl), for the
+partition PULSE_PARTITION names (B1 unless it is set).
 
 usage: vllm_driver.py RUN_DIR PORT MODEL PROMPTS CONCURRENCY MAX_TOKENS
 """
 import json
+import os
 import sys
 import threading
 import time
@@ -15,14 +17,15 @@ run_dir, port, model = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 prompts, concurrency, max_tokens = (int(a) for a in sys.argv[4:7])
 (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
 log = open(run_dir / "run.log", "a", buffering=1)
-out = open(run_dir / "outputs" / "B1.jsonl", "a", buffering=1)
+part = os.environ.get("PULSE_PARTITION", "B1")
+out = open(run_dir / "outputs" / f"{part}.jsonl", "a", buffering=1)
 lock = threading.Lock()
 state = {"next": 0, "done": 0, "errors": 0, "tokens": 0, "failing": 0}
 # As drivers do, it gives up once the server keeps failing: the run is then unfinished.
 GIVE_UP_AFTER = 20
 started = time.time()
 
-log.write(f"Model: {model}\nProcessing: B1 (CODE)\nB1: {prompts} prompts\n")
+log.write(f"Model: {model}\nProcessing: {part} (CODE)\n{part}: {prompts} prompts\n")
 log.write(f"Running {prompts} requests (concurrency={concurrency}, max_tokens={max_tokens})...\n")
 
 # A coding prompt that quotes a crash, as the seed's coding datasets do.
@@ -40,12 +43,12 @@ def one(i):
         with urllib.request.urlopen(req, timeout=600) as r:
             reply = json.load(r)
         tokens = reply["usage"]["completion_tokens"]
-        record = {"id": f"B1-{i}", "content": reply["choices"][0]["text"],
+        record = {"id": f"{part}-{i}", "content": reply["choices"][0]["text"],
                   "finish_reason": reply["choices"][0]["finish_reason"],
                   "usage": reply["usage"]}
         return tokens, record
     except Exception as e:  # the server died or refused: an error record, as drivers write
-        return None, {"id": f"B1-{i}", "error": str(e)}
+        return None, {"id": f"{part}-{i}", "error": str(e)}
 
 
 def worker():
@@ -83,4 +86,4 @@ for t in threads:
 if state["failing"] >= GIVE_UP_AFTER:
     log.write(f"Traceback (most recent call last):\nConnectionError: the server failed {GIVE_UP_AFTER} requests in a row\n")
     sys.exit(1)
-log.write(f"Done: B1 ({state['done']} responses)\nAll partitions complete.\n")
+log.write(f"Done: {part} ({state['done']} responses)\nAll partitions complete.\n")

@@ -8,6 +8,7 @@ use crate::collectors::Collectors;
 use crate::lock::Locked;
 use crate::model::{Discovered, DiscoveredServer, Run};
 use crate::paths::same_file;
+use crate::run_identity::Role;
 use crate::sources::discovery::{describe, procs, scan};
 use crate::sources::probe::ProbeConfig;
 use std::collections::BTreeSet;
@@ -126,7 +127,10 @@ impl Discovery {
 
     /// A scan's finding as the run follows it. A driver no longer seen stays the one probed:
     /// its absence is what ProcessExited is for, not a reason to stop looking. The server is
-    /// [`next_server`]'s; the role the start-up's: what a node is for does not change mid-run.
+    /// [`next_server`]'s. The role is the start-up's until a driver is seen here: a node that
+    /// runs the driver is the driver's, and stays so once it exits (the seed's single node
+    /// starts its SGLang first and the driver after; a sidecar started between them took the
+    /// node for a server's and followed no progress log).
     fn followed_finding(&self, mut found: Discovered) -> Discovered {
         let driver_in_scan = found.driver.is_some();
         let driver_seen = driver_in_scan || self.found.driver.is_some();
@@ -139,7 +143,7 @@ impl Discovery {
             driver_in_scan,
             driver_seen,
         );
-        found.role = self.found.role;
+        found.role = next_role(self.found.role, driver_seen);
         found
     }
 
@@ -205,6 +209,15 @@ fn next_server(
     }
 }
 
+/// The node's role after a scan: the driver's once a driver was seen on it, else as it was.
+fn next_role(old: Option<Role>, driver_seen: bool) -> Option<Role> {
+    if driver_seen {
+        Some(Role::Driver)
+    } else {
+        old
+    }
+}
+
 /// What the sources follow already, so a scan hands over only what is new.
 struct Followed {
     logs: Vec<PathBuf>,
@@ -251,6 +264,14 @@ impl Followed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_that_runs_the_driver_is_the_drivers_once_it_is_seen_and_stays_so() {
+        assert_eq!(next_role(Some(Role::Server), false), Some(Role::Server));
+        assert_eq!(next_role(Some(Role::Server), true), Some(Role::Driver));
+        assert_eq!(next_role(None, true), Some(Role::Driver));
+        assert_eq!(next_role(Some(Role::Worker), false), Some(Role::Worker));
+    }
 
     fn server(pid: u32, by: &str) -> DiscoveredServer {
         DiscoveredServer {

@@ -336,6 +336,12 @@ pub struct ServerStatus {
     /// The line its log ends in when that is a crash (`EngineDeadError`, a watchdog, OOM).
     #[serde(default)]
     pub crashed: Option<String>,
+    /// Its health check has never passed yet, within the time a server may take to start.
+    #[serde(default)]
+    pub starting: bool,
+    /// What is dead behind a front end that still runs (its scheduler, its `EngineCore`).
+    #[serde(default)]
+    pub engine_dead: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -457,6 +463,8 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
                 error: run.server.as_ref().and_then(|s| s.error.clone()),
                 last_known: figures.down,
                 crashed: run.server_log.crashed().map(|f| f.text.clone()),
+                starting: run.server_starting(now),
+                engine_dead: run.engine_dead(),
             }
         }),
         alerts,

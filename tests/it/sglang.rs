@@ -1,0 +1,385 @@
+//! A real SGLang, the seed's own server, watched as a user would: SGLang 0.4.10 on the CPU
+//! (installed by `scripts/install-sglang-peer.sh`) serving the tests' tiny random model, a
+//! driver sending it concurrent requests through its OpenAI API, and the sidecar on `--run-dir`
+//! with nothing else configured but the pace. Then its real faults: the HTTP process stopped
+//! (the kernel still accepts connections for it), and the scheduler killed, as the OOM killer
+//! does (the front end answers on, its gauges frozen).
+//!
+//! One test, one server: SGLang takes about a minute to start on two cores.
+
+use crate::common::*;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
+
+/// The virtualenv `scripts/install-sglang-peer.sh` made.
+fn venv() -> PathBuf {
+    let venv = std::env::var_os("PULSE_SGLANG_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pipeline-pulse/sglang-venv"));
+    assert!(
+        venv.join(".pulse-sglang-0.4.10.post2").exists(),
+        "no SGLang at {}: run `bash scripts/install-sglang-peer.sh` (as root; it installs SGLang 0.4.10.post2 for the CPU into that virtualenv, about 6 GB, once per machine), or set PULSE_SGLANG_VENV",
+        venv.display()
+    );
+    venv
+}
+
+/// A process group killed with the test, whatever happens to it.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as i32;
+        // SAFETY: a plain syscall on a process group this test started.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+            libc::kill(-pgid, libc::SIGCONT);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: a plain syscall on a process of this test's own server.
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, sig) },
+        0,
+        "signal {sig} to {pid}"
+    );
+}
+
+fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
+    let log = std::fs::File::create(run.join("sglang.log")).unwrap();
+    let child = Command::new(venv.join("bin/python"))
+        .args(["-m", "sglang.launch_server", "--model-path"])
+        .arg(model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--device", "cpu", "--attention-backend", "torch_native"])
+        .args([
+            "--dtype",
+            "bfloat16",
+            "--enable-metrics",
+            "--log-level",
+            "info",
+        ])
+        .args(["--max-total-tokens", "8192", "--decode-log-interval", "10"])
+        .env("SGLANG_USE_CPU_ENGINE", "1")
+        .env("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .current_dir(run)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .expect("start sglang.launch_server");
+    Group(child)
+}
+
+/// The pid of the server's scheduler: its child that calls itself `sglang::scheduler`.
+fn scheduler(server: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 2..];
+        let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == server && String::from_utf8_lossy(&cmdline).contains("sglang::scheduler"))
+            .then_some(pid)
+    })
+}
+
+/// The value of one series of `name` in an exposition (one engine here).
+fn value(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        (rest.starts_with('{') || rest.starts_with(' '))
+            .then(|| rest.rsplit(' ').next()?.parse().ok())?
+    })
+}
+
+fn health(port: u16) -> Option<u16> {
+    try_http(([127, 0, 0, 1], port).into(), "GET", "/health", "").map(|(status, _)| status)
+}
+
+fn server_metrics(port: u16) -> Option<String> {
+    try_http(([127, 0, 0, 1], port).into(), "GET", "/metrics", "")
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, body)| body)
+}
+
+fn firing(sidecar: &Sidecar, alert: &str) -> bool {
+    let labels = format!("alert=\"{alert}\",partition=\"\"");
+    sidecar.metrics().get("pulse_alert_firing", &labels) == Some(1.0)
+}
+
+fn server_down_summary(sidecar: &Sidecar) -> Option<String> {
+    let status = get_json(sidecar.addr, "/status")?;
+    let alert = status["alerts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["alert"] == "ServerDown" && a["firing"] == true)?;
+    Some(alert["summary"].as_str()?.to_owned())
+}
+
+#[test]
+fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
+    let venv = venv();
+    let python = venv.join("bin/python");
+    let dir = temp_dir();
+    let run = dir.path().join("run");
+    let model = dir.path().join("tiny-model");
+    std::fs::create_dir_all(&run).unwrap();
+    let made = Command::new(&python)
+        .arg(Path::new(PEERS).join("tiny_model.py"))
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    let port = free_port();
+    let mut server = start_server(&venv, &model, &run, port);
+    let server_pid = server.0.id();
+    let config = dir.path().join("pulse.toml");
+    std::fs::write(
+        &config,
+        "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
+         server_health_interval = \"2s\"\nserver_health_timeout = \"5s\"\n\
+         alert_interval = \"500ms\"\n[rules.ServerDown]\nfor = \"1s\"\n",
+    )
+    .unwrap();
+    // The driver's records are `outputs/B1.jsonl`, no name discovery takes by itself.
+    let records = run.join("outputs").join("*.jsonl");
+    let sidecar = Sidecar::run(&[
+        "--run-dir",
+        path_str(&run),
+        "--config",
+        path_str(&config),
+        "--outputs",
+        path_str(&records),
+        "--gpu",
+        "off",
+    ]);
+
+    // Start-up: its port refused, then 503, then 200. Starting, never ServerDown.
+    let mut starting_seen = false;
+    wait_until("SGLang to answer /health", Duration::from_secs(400), || {
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!(
+                "sglang exited ({status}):\n{}",
+                std::fs::read_to_string(run.join("sglang.log")).unwrap_or_default()
+            );
+        }
+        let status = get_json(sidecar.addr, "/status").unwrap_or_default();
+        starting_seen |= status["server"]["starting"] == true;
+        assert!(
+            !firing(&sidecar, "ServerDown"),
+            "ServerDown while starting: {status}"
+        );
+        health(port) == Some(200)
+    });
+    assert!(starting_seen, "the sidecar said the server was starting");
+
+    // Discovery names it: the main process, the engine, its URLs, its log in the run folder.
+    // The node is the server's until the driver starts on it.
+    wait_until(
+        "the server discovered and up",
+        Duration::from_secs(60),
+        || {
+            get_json(sidecar.addr, "/status").is_some_and(|s| {
+                s["discovered"]["server"]["pid"] == server_pid && s["server"]["up"] == true
+            })
+        },
+    );
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    let found = &status["discovered"]["server"];
+    assert_eq!(found["engine"], "sglang", "{found}");
+    assert_eq!(
+        found["health_url"],
+        format!("http://127.0.0.1:{port}/health"),
+        "{found}"
+    );
+    assert_eq!(
+        found["metrics_url"],
+        format!("http://127.0.0.1:{port}/metrics"),
+        "{found}"
+    );
+    let sched = scheduler(server_pid).expect("SGLang has a scheduler child");
+    assert!(
+        found["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["pid"] == sched),
+        "the scheduler {sched} among the workers: {found}"
+    );
+    let server_log = run.join("sglang.log");
+    assert!(
+        status["discovered"]["server_logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str() == Some(path_str(&server_log))),
+        "{status}"
+    );
+
+    // A driver sending concurrent requests: the figures as SGLang's own /metrics says them,
+    // at a moment both agree on.
+    let mut driver = Group(
+        Command::new(&python)
+            .arg(Path::new(PEERS).join("vllm_driver.py"))
+            .arg(&run)
+            .args([&port.to_string(), path_str(&model), "240", "6", "48"])
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let figure = |ours: &str, theirs: &str| {
+        wait_until(
+            &format!("{ours} to match {theirs}"),
+            Duration::from_secs(90),
+            || {
+                let Some(text) = server_metrics(port) else {
+                    return false;
+                };
+                let m = sidecar.metrics();
+                let (a, b) = (m.get(ours, ""), value(&text, theirs));
+                a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
+            },
+        )
+    };
+    wait_until("requests running", Duration::from_secs(90), || {
+        server_metrics(port).is_some_and(|t| value(&t, "sglang:num_running_reqs") > Some(0.0))
+    });
+    figure("pulse_server_running_requests", "sglang:num_running_reqs");
+    figure("pulse_server_queued_requests", "sglang:num_queue_reqs");
+    figure("pulse_server_kv_cache_usage_ratio", "sglang:token_usage");
+    wait_until("a generation rate", Duration::from_secs(60), || {
+        sidecar
+            .metrics()
+            .get("pulse_server_generation_tokens_per_second", "")
+            .is_some_and(|r| r > 0.0)
+    });
+    // Its log, read as SGLang's with nothing left unparsed.
+    let log_labels = format!("path=\"{}\"", path_str(&server_log));
+    let sglang_format = format!("{log_labels},format=\"sglang\"");
+    wait_until("a batch line read", Duration::from_secs(60), || {
+        sidecar
+            .metrics()
+            .get("pulse_log_format_info", &sglang_format)
+            == Some(1.0)
+    });
+    let status = driver.0.wait().unwrap();
+    assert!(status.success(), "the driver: {status}");
+    let m = sidecar.metrics();
+    assert_eq!(
+        m.get("pulse_log_lines_unparsed_total", &log_labels),
+        Some(0.0),
+        "{}",
+        std::fs::read_to_string(&server_log).unwrap()
+    );
+    poll(
+        "the run's 240 requests and records counted",
+        Duration::from_secs(60),
+        || {
+            let m = sidecar.metrics();
+            let seen: Vec<&str> =
+                m.0.lines()
+                    .filter(|l| {
+                        l.starts_with("pulse_partition_requests_completed")
+                            || l.starts_with("pulse_output_records_total")
+                            || l.starts_with("pulse_output_error_records_total")
+                    })
+                    .collect();
+            let done = m.partition("pulse_partition_requests_completed", "B1") == Some(240.0)
+                && m.partition("pulse_output_records_total", "outputs") == Some(240.0);
+            done.then_some(()).ok_or_else(|| seen.join("\n"))
+        },
+    );
+
+    // The run over: SGLang's gauges keep the last batch's figures (it sets them only when it
+    // logs a batch); the sidecar shows no running request nor rate from them.
+    wait_until(
+        "the frozen gauges left out",
+        Duration::from_secs(60),
+        || {
+            let m = sidecar.metrics();
+            m.get("pulse_server_running_requests", "").unwrap_or(0.0) == 0.0
+                && m.get("pulse_server_generation_tokens_per_second", "")
+                    .unwrap_or(0.0)
+                    == 0.0
+        },
+    );
+    let theirs = server_metrics(port).unwrap();
+    eprintln!(
+        "SGLang's own gauges after the run: running {:?}, gen_throughput {:?}",
+        value(&theirs, "sglang:num_running_reqs"),
+        value(&theirs, "sglang:gen_throughput")
+    );
+    assert!(!firing(&sidecar, "ServerDown") && !firing(&sidecar, "ServerHung"));
+
+    // A second partition, long enough to outlast the faults: a server fault while the run
+    // waits on it pages; after the run's end it would be the run's end.
+    let _faults = Group(
+        Command::new(&python)
+            .arg(Path::new(PEERS).join("vllm_driver.py"))
+            .arg(&run)
+            .args([&port.to_string(), path_str(&model), "100000", "6", "48"])
+            .env("PULSE_PARTITION", "B2")
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("B2 under way", Duration::from_secs(60), || {
+        sidecar
+            .metrics()
+            .partition("pulse_partition_requests_completed", "B2")
+            .is_some_and(|n| n > 0.0)
+    });
+
+    // The HTTP process stopped: the kernel still completes handshakes on its port, and its
+    // /health gives no answer. Not up within the health timeout and interval, said as hung.
+    signal(server_pid, libc::SIGSTOP);
+    wait_until("the stopped server not up", Duration::from_secs(30), || {
+        sidecar.metrics().get("pulse_server_up", "") == Some(0.0)
+    });
+    wait_until("ServerDown, hung", Duration::from_secs(30), || {
+        server_down_summary(&sidecar).is_some_and(|s| s.contains("HTTP process is hung"))
+    });
+    signal(server_pid, libc::SIGCONT);
+    wait_until("up again", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_server_up", "") == Some(1.0)
+    });
+
+    // The scheduler killed, as the OOM killer does: the front end answers on (503 from its
+    // generating /health) and its gauges stay where they were. A crash behind a live API.
+    signal(sched, libc::SIGKILL);
+    wait_until("ServerDown, a crash", Duration::from_secs(60), || {
+        server_down_summary(&sidecar)
+            .is_some_and(|s| s.contains("engine crashed behind its live API"))
+    });
+    assert!(
+        server.0.try_wait().unwrap().is_none(),
+        "the front end still runs"
+    );
+    let m = sidecar.metrics();
+    assert_eq!(m.get("pulse_server_up", ""), Some(0.0));
+    assert_eq!(m.get("pulse_server_running_requests", ""), None);
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    assert!(
+        status["server"]["engine_dead"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("sglang::scheduler (pid {sched})"))),
+        "{status}"
+    );
+}
