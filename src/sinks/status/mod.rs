@@ -318,6 +318,26 @@ pub struct ProcessStatus {
     pub pid: Option<u32>,
 }
 
+/// The inference server as the status shows it: `None` where none is probed or followed.
+fn server_status(run: &Run, now: Seconds) -> Option<ServerStatus> {
+    (run.server.is_some() || run.logs.iter().any(|l| l.server)).then(|| {
+        let figures = run.server_last_known();
+        ServerStatus {
+            up: run.server.as_ref().and_then(|s| s.up),
+            running_requests: figures.running,
+            queued_requests: figures.queued,
+            generation_tokens_per_second: figures.generation_tokens_per_second,
+            kv_cache_usage: figures.kv_cache_usage,
+            last_report: figures.last_report_at,
+            error: run.server.as_ref().and_then(|s| s.error.clone()),
+            last_known: figures.down,
+            crashed: run.server_log.crashed().map(|f| f.text.clone()),
+            starting: run.server_starting(now),
+            engine_dead: run.engine_dead(),
+        }
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
     pub up: Option<bool>,
@@ -451,22 +471,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             up: p.up,
             pid: p.pid,
         }),
-        server: (run.server.is_some() || run.logs.iter().any(|l| l.server)).then(|| {
-            let figures = run.server_last_known();
-            ServerStatus {
-                up: run.server.as_ref().and_then(|s| s.up),
-                running_requests: figures.running,
-                queued_requests: figures.queued,
-                generation_tokens_per_second: figures.generation_tokens_per_second,
-                kv_cache_usage: figures.kv_cache_usage,
-                last_report: figures.last_report_at,
-                error: run.server.as_ref().and_then(|s| s.error.clone()),
-                last_known: figures.down,
-                crashed: run.server_log.crashed().map(|f| f.text.clone()),
-                starting: run.server_starting(now),
-                engine_dead: run.engine_dead(),
-            }
-        }),
+        server: server_status(run, now),
         alerts,
         collectors: run
             .collectors
