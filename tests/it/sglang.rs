@@ -10,7 +10,7 @@
 use crate::common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
@@ -26,30 +26,6 @@ fn venv() -> PathBuf {
         venv.display()
     );
     venv
-}
-
-/// A process group killed with the test, whatever happens to it.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let pgid = self.0.id() as i32;
-        // SAFETY: a plain syscall on a process group this test started.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-            libc::kill(-pgid, libc::SIGCONT);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: a plain syscall on a process of this test's own server.
-    assert_eq!(
-        unsafe { libc::kill(pid as i32, sig) },
-        0,
-        "signal {sig} to {pid}"
-    );
 }
 
 fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
@@ -104,12 +80,6 @@ fn value(text: &str, name: &str) -> Option<f64> {
 
 fn health(port: u16) -> Option<u16> {
     try_http(([127, 0, 0, 1], port).into(), "GET", "/health", "").map(|(status, _)| status)
-}
-
-fn server_metrics(port: u16) -> Option<String> {
-    try_http(([127, 0, 0, 1], port).into(), "GET", "/metrics", "")
-        .filter(|(status, _)| *status == 200)
-        .map(|(_, body)| body)
 }
 
 fn firing(sidecar: &Sidecar, alert: &str) -> bool {

@@ -13,7 +13,7 @@ use crate::common::smtp::{self, SmtpServer};
 use crate::common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
@@ -57,29 +57,6 @@ fn venv() -> PathBuf {
     venv
 }
 
-/// A process group killed with the test, whatever happens to it.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let pgid = self.0.id() as i32;
-        // SAFETY: a plain syscall on a process group this test started.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: a plain syscall on a process of this test's own server.
-    assert_eq!(
-        unsafe { libc::kill(pid as i32, sig) },
-        0,
-        "signal {sig} to {pid}"
-    );
-}
-
 /// The sum over all series of `name` in an exposition (one engine here, every label set).
 fn total(text: &str, name: &str) -> Option<f64> {
     let mut sum = None;
@@ -94,12 +71,6 @@ fn total(text: &str, name: &str) -> Option<f64> {
         *sum.get_or_insert(0.0) += value;
     }
     sum
-}
-
-fn server_metrics(port: u16) -> Option<String> {
-    try_http(([127, 0, 0, 1], port).into(), "GET", "/metrics", "")
-        .filter(|(status, _)| *status == 200)
-        .map(|(_, body)| body)
 }
 
 /// The pid of the server's EngineCore: its child whose name vLLM sets to `VLLM::EngineCore`.

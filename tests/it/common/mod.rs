@@ -764,3 +764,36 @@ pub fn run_info(m: &Metrics) -> Option<std::collections::BTreeMap<String, String
             .collect(),
     )
 }
+
+/// A process group killed with the test, whatever happens to it (continued first, should the
+/// test have stopped one of its processes).
+pub struct Group(pub std::process::Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as i32;
+        // SAFETY: plain syscalls on a process group this test started.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+            libc::kill(-pgid, libc::SIGCONT);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `sig` to a process of the test's own.
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: a plain syscall on a process of this test's own.
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, sig) },
+        0,
+        "signal {sig} to {pid}"
+    );
+}
+
+/// An inference server's own `/metrics` on a local port, when it answers 200.
+pub fn server_metrics(port: u16) -> Option<String> {
+    try_http(([127, 0, 0, 1], port).into(), "GET", "/metrics", "")
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, body)| body)
+}
