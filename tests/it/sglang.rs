@@ -1,9 +1,10 @@
 //! A real SGLang, the seed's own server, watched as a user would: SGLang 0.4.10 on the CPU
 //! (installed by `scripts/install-sglang-peer.sh`) serving the tests' tiny random model, a
 //! driver sending it concurrent requests through its OpenAI API, and the sidecar on `--run-dir`
-//! with nothing else configured but the pace. Then its real faults: the HTTP process stopped
-//! (the kernel still accepts connections for it), and the scheduler killed, as the OOM killer
-//! does (the front end answers on, its gauges frozen).
+//! with nothing else configured but the pace. Then its real faults: the scheduler stopped
+//! (ServerHung, with its stacks), the HTTP process stopped (the kernel still accepts
+//! connections for it), and the scheduler killed, as the OOM killer does (the front end answers
+//! on, its gauges frozen).
 //!
 //! One test, one server: SGLang takes about a minute to start on two cores.
 
@@ -122,8 +123,9 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     std::fs::write(
         &config,
         "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
-         server_health_interval = \"2s\"\nserver_health_timeout = \"5s\"\n\
-         alert_interval = \"500ms\"\n[rules.ServerDown]\nfor = \"1s\"\n",
+         server_health_interval = \"2s\"\nserver_health_timeout = \"25s\"\n\
+         alert_interval = \"500ms\"\n[rules.ServerDown]\nfor = \"1s\"\n\
+         [rules.ServerHung]\nthreshold = \"5s\"\n",
     )
     .unwrap();
     // The driver's records are `outputs/B1.jsonl`, no name discovery takes by itself.
@@ -317,10 +319,42 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
             .is_some_and(|n| n > 0.0)
     });
 
+    // The scheduler stopped: the front end answers (its generating /health 503 after 20 s,
+    // busy), the engine's counters stand still while the driver's requests wait. ServerHung,
+    // not Stalled nor ServerDown, with the scheduler's stacks.
+    signal(sched, libc::SIGSTOP);
+    wait_until("ServerHung", Duration::from_secs(90), || {
+        firing(&sidecar, "ServerHung")
+    });
+    assert!(!firing(&sidecar, "Stalled") && !firing(&sidecar, "ServerDown"));
+    assert_eq!(sidecar.metrics().get("pulse_server_up", ""), Some(1.0));
+    let mut stacks = None;
+    wait_until("the scheduler's stacks", Duration::from_secs(60), || {
+        stacks = get_json(sidecar.addr, "/api/stacks");
+        stacks.as_ref().is_some_and(|s| {
+            s["processes"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["pid"] == sched))
+        })
+    });
+    let stacks = stacks.unwrap();
+    let of_scheduler = stacks["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == sched)
+        .unwrap();
+    assert_eq!(of_scheduler["wait"], "stopped", "{of_scheduler}");
+    signal(sched, libc::SIGCONT);
+    wait_until("ServerHung resolved", Duration::from_secs(90), || {
+        !firing(&sidecar, "ServerHung")
+    });
+
     // The HTTP process stopped: the kernel still completes handshakes on its port, and its
-    // /health gives no answer. Not up within the health timeout and interval, said as hung.
+    // /health gives no answer. Not up within the health timeout (25 s: SGLang bounds its own
+    // at 20 s) and interval, said as hung.
     signal(server_pid, libc::SIGSTOP);
-    wait_until("the stopped server not up", Duration::from_secs(30), || {
+    wait_until("the stopped server not up", Duration::from_secs(60), || {
         sidecar.metrics().get("pulse_server_up", "") == Some(0.0)
     });
     wait_until("ServerDown, hung", Duration::from_secs(30), || {

@@ -280,6 +280,32 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
         status["server_log_tail"]
     );
 
+    // The API server stopped: the kernel still completes handshakes on its port, its /health
+    // gives no answer. Not up within the health timeout and interval, and said as hung.
+    signal(server_pid, libc::SIGSTOP);
+    wait_until(
+        "the stopped API server not up",
+        Duration::from_secs(30),
+        || sidecar.metrics().get("pulse_server_up", "") == Some(0.0),
+    );
+    wait_until("ServerDown, hung", Duration::from_secs(30), || {
+        get_json(sidecar.addr, "/status").is_some_and(|s| {
+            s["alerts"].as_array().is_some_and(|alerts| {
+                alerts.iter().any(|a| {
+                    a["alert"] == "ServerDown"
+                        && a["firing"] == true
+                        && a["summary"]
+                            .as_str()
+                            .is_some_and(|x| x.contains("HTTP process is hung"))
+                })
+            })
+        })
+    });
+    signal(server_pid, libc::SIGCONT);
+    wait_until("the API server up again", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_server_up", "") == Some(1.0)
+    });
+
     // The EngineCore stopped: the front end answers, its counters stand still.
     signal(core, libc::SIGSTOP);
     let hung = "alert=\"ServerHung\",partition=\"\"";
