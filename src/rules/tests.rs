@@ -118,12 +118,9 @@ fn stall_causes_from_the_evidence() {
             engine: "vllm".into(),
             command: "vllm serve m".into(),
             health_url: "http://127.0.0.1:8000/health".into(),
-            metrics_url: None,
-            log: None,
-            workers: Vec::new(),
-            workers_gone: Vec::new(),
             by: format!("{} (no driver found yet)", crate::model::ONLY_ONE),
             serves_http: true,
+            ..Default::default()
         }),
         ..Default::default()
     });

@@ -57,28 +57,6 @@ fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
     Group(child)
 }
 
-/// The pid of the server's scheduler: its child that calls itself `sglang::scheduler`.
-fn scheduler(server: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let after = &stat[stat.rfind(')')? + 2..];
-        let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        (ppid == server && String::from_utf8_lossy(&cmdline).contains("sglang::scheduler"))
-            .then_some(pid)
-    })
-}
-
-/// The value of one series of `name` in an exposition (one engine here).
-fn value(text: &str, name: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?;
-        (rest.starts_with('{') || rest.starts_with(' '))
-            .then(|| rest.rsplit(' ').next()?.parse().ok())?
-    })
-}
-
 fn health(port: u16) -> Option<u16> {
     try_http(([127, 0, 0, 1], port).into(), "GET", "/health", "").map(|(status, _)| status)
 }
@@ -184,7 +162,8 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
         format!("http://127.0.0.1:{port}/metrics"),
         "{found}"
     );
-    let sched = scheduler(server_pid).expect("SGLang has a scheduler child");
+    let sched =
+        child_titled(server_pid, "sglang::scheduler").expect("SGLang has a scheduler child");
     assert!(
         found["workers"]
             .as_array()
@@ -216,21 +195,10 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
             .unwrap(),
     );
     let figure = |ours: &str, theirs: &str| {
-        wait_until(
-            &format!("{ours} to match {theirs}"),
-            Duration::from_secs(90),
-            || {
-                let Some(text) = server_metrics(port) else {
-                    return false;
-                };
-                let m = sidecar.metrics();
-                let (a, b) = (m.get(ours, ""), value(&text, theirs));
-                a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
-            },
-        )
+        wait_figure(&sidecar, port, ours, theirs, Duration::from_secs(90))
     };
     wait_until("requests running", Duration::from_secs(90), || {
-        server_metrics(port).is_some_and(|t| value(&t, "sglang:num_running_reqs") > Some(0.0))
+        server_metrics(port).is_some_and(|t| total(&t, "sglang:num_running_reqs") > Some(0.0))
     });
     figure("pulse_server_running_requests", "sglang:num_running_reqs");
     figure("pulse_server_queued_requests", "sglang:num_queue_reqs");
@@ -294,8 +262,8 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     let theirs = server_metrics(port).unwrap();
     eprintln!(
         "SGLang's own gauges after the run: running {:?}, gen_throughput {:?}",
-        value(&theirs, "sglang:num_running_reqs"),
-        value(&theirs, "sglang:gen_throughput")
+        total(&theirs, "sglang:num_running_reqs"),
+        total(&theirs, "sglang:gen_throughput")
     );
     assert!(!firing(&sidecar, "ServerDown") && !firing(&sidecar, "ServerHung"));
 

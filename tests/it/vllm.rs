@@ -57,34 +57,6 @@ fn venv() -> PathBuf {
     venv
 }
 
-/// The sum over all series of `name` in an exposition (one engine here, every label set).
-fn total(text: &str, name: &str) -> Option<f64> {
-    let mut sum = None;
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix(name) else {
-            continue;
-        };
-        if !(rest.starts_with('{') || rest.starts_with(' ')) {
-            continue;
-        }
-        let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
-        *sum.get_or_insert(0.0) += value;
-    }
-    sum
-}
-
-/// The pid of the server's EngineCore: its child whose name vLLM sets to `VLLM::EngineCore`.
-fn engine_core(server: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let after = &stat[stat.rfind(')')? + 2..];
-        let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        (ppid == server && String::from_utf8_lossy(&cmdline).contains("EngineCore")).then_some(pid)
-    })
-}
-
 fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
     let log = std::fs::File::create(run.join("vllm.log")).unwrap();
     let child = Command::new(venv.join("bin/vllm"))
@@ -141,7 +113,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
         },
     );
     let server_pid = server.0.id();
-    let core = engine_core(server_pid).expect("vllm serve has an EngineCore child");
+    let core = child_titled(server_pid, "EngineCore").expect("vllm serve has an EngineCore child");
 
     let _driver = Group(
         Command::new(&python)
@@ -198,18 +170,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
 
     // Every figure as the server's own /metrics says it, at a moment both agree on.
     let figure = |ours: &str, theirs: &str| {
-        wait_until(
-            &format!("{ours} to match {theirs}"),
-            Duration::from_secs(60),
-            || {
-                let Some(text) = server_metrics(port) else {
-                    return false;
-                };
-                let m = sidecar.metrics();
-                let (a, b) = (m.get(ours, ""), total(&text, theirs));
-                a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
-            },
-        )
+        wait_figure(&sidecar, port, ours, theirs, Duration::from_secs(60))
     };
     figure("pulse_server_running_requests", "vllm:num_requests_running");
     figure("pulse_server_queued_requests", "vllm:num_requests_waiting");

@@ -279,12 +279,9 @@ mod tests {
             engine: "vllm".into(),
             command: "vllm serve m".into(),
             health_url: "http://127.0.0.1:8000/health".into(),
-            metrics_url: None,
-            log: None,
-            workers: Vec::new(),
-            workers_gone: Vec::new(),
             by: by.into(),
             serves_http: true,
+            ..DiscoveredServer::default()
         }
     }
 

@@ -797,3 +797,45 @@ pub fn server_metrics(port: u16) -> Option<String> {
         .filter(|(status, _)| *status == 200)
         .map(|(_, body)| body)
 }
+
+/// The sum over all series of `name` in an exposition (one engine here, every label set).
+pub fn total(text: &str, name: &str) -> Option<f64> {
+    let mut sum = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue;
+        }
+        let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+        *sum.get_or_insert(0.0) += value;
+    }
+    sum
+}
+
+/// The pid of a child of `parent` whose command line holds `title` (vLLM's `EngineCore`,
+/// SGLang's `sglang::scheduler`: the names the engines give their processes).
+pub fn child_titled(parent: u32, title: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 2..];
+        let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == parent && String::from_utf8_lossy(&cmdline).contains(title)).then_some(pid)
+    })
+}
+
+/// Waits until the sidecar's `ours` equals the server's own `theirs` (its `/metrics` on
+/// `port`), at a moment both agree on.
+pub fn wait_figure(sidecar: &Sidecar, port: u16, ours: &str, theirs: &str, limit: Duration) {
+    wait_until(&format!("{ours} to match {theirs}"), limit, || {
+        let Some(text) = server_metrics(port) else {
+            return false;
+        };
+        let m = sidecar.metrics();
+        let (a, b) = (m.get(ours, ""), total(&text, theirs));
+        a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
+    })
+}
