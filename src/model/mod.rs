@@ -433,6 +433,12 @@ impl Run {
         let up = server.up == Some(true);
         let probed = self.server_probed.get_or_insert((now, false));
         probed.1 |= up;
+        // A server that comes (back) up was not stuck while it was down or starting: a
+        // restarted engine's first figures (requests taken, nothing generated yet) count from
+        // now, not from before its restart.
+        if up && self.server.as_ref().is_some_and(|s| s.up != Some(true)) {
+            self.server_working_at = Some(now);
+        }
         if server.error.is_none() && server.running_requests.is_some() {
             self.note_server(
                 server.running_requests,

@@ -627,6 +627,27 @@ mod tests {
         assert!(run.server_stuck(1_800_000_121.0));
     }
 
+    /// A restart: the server worked, went down for 30 s, came back up holding requests it
+    /// has not generated for yet. Stuck counts from its coming up, not from before.
+    #[test]
+    fn a_restarted_server_is_not_stuck_for_its_downtime() {
+        let mut run = Run::default();
+        let state = |up: bool, running: f64, tps: f64| crate::model::ServerState {
+            up: Some(up),
+            running_requests: up.then_some(running),
+            queued_requests: up.then_some(0.0),
+            generation_tokens_per_second: up.then_some(tps),
+            ..Default::default()
+        };
+        run.set_server(state(true, 6.0, 900.0), NOW);
+        run.set_server(state(false, 0.0, 0.0), NOW + 1.0);
+        run.set_server(state(true, 1.0, 0.0), NOW + 31.0);
+        assert_eq!(run.server_stuck_seconds(NOW + 32.0), Some(1.0));
+        // Up all along, nothing generated since it last did: stuck since then.
+        run.set_server(state(true, 1.0, 0.0), NOW + 40.0);
+        assert_eq!(run.server_stuck_seconds(NOW + 40.0), Some(9.0));
+    }
+
     #[test]
     fn an_engine_put_to_sleep_is_asleep_not_hung() {
         let stats = "INFO 01-15 08:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 90.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 9.0%, Prefix cache hit rate: 0.0%";

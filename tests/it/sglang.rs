@@ -8,11 +8,12 @@
 //!
 //! One test, one server: SGLang takes about a minute to start on two cores.
 
+use crate::common::receiver::Receiver;
 use crate::common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
 
@@ -30,7 +31,12 @@ fn venv() -> PathBuf {
 }
 
 fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
-    let log = std::fs::File::create(run.join("sglang.log")).unwrap();
+    // Appended to, as a supervisor restarting it would.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(run.join("sglang.log"))
+        .unwrap();
     let child = Command::new(venv.join("bin/python"))
         .args(["-m", "sglang.launch_server", "--model-path"])
         .arg(model)
@@ -97,13 +103,21 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     let port = free_port();
     let mut server = start_server(&venv, &model, &run, port);
     let server_pid = server.0.id();
+    // Every notification to a webhook, to see what was sent over the whole test; a Stalled
+    // threshold short enough that a run that moved were read as stalled or log-silent.
+    let hook = Receiver::start(&[]);
     let config = dir.path().join("pulse.toml");
     std::fs::write(
         &config,
-        "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
-         server_health_interval = \"2s\"\nserver_health_timeout = \"25s\"\n\
-         alert_interval = \"500ms\"\n[rules.ServerDown]\nfor = \"1s\"\n\
-         [rules.ServerHung]\nthreshold = \"5s\"\n",
+        format!(
+            "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\n\
+             server_health_interval = \"2s\"\nserver_health_timeout = \"25s\"\n\
+             alert_interval = \"500ms\"\n[rules.ServerDown]\nfor = \"1s\"\n\
+             [rules.ServerHung]\nthreshold = \"5s\"\n[rules.Stalled]\nthreshold = \"90s\"\n\
+             [rules.RunFinished]\nfor = \"5s\"\n\
+             [[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n",
+            hook.url("/hook")
+        ),
     )
     .unwrap();
     // The driver's records are `outputs/B1.jsonl`, no name discovery takes by itself.
@@ -182,13 +196,14 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
         "{status}"
     );
 
-    // A driver sending concurrent requests: the figures as SGLang's own /metrics says them,
-    // at a moment both agree on.
+    // A driver sending concurrent requests (the run's first partition; another follows): the
+    // figures as SGLang's own /metrics says them, at a moment both agree on.
     let mut driver = Group(
         Command::new(&python)
             .arg(Path::new(PEERS).join("vllm_driver.py"))
             .arg(&run)
             .args([&port.to_string(), path_str(&model), "240", "6", "48"])
+            .env("PULSE_MORE", "1")
             .stdout(Stdio::null())
             .process_group(0)
             .spawn()
@@ -267,14 +282,57 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     );
     assert!(!firing(&sidecar, "ServerDown") && !firing(&sidecar, "ServerHung"));
 
-    // A second partition, long enough to outlast the faults: a server fault while the run
-    // waits on it pages; after the run's end it would be the run's end.
-    let _faults = Group(
+    // The idle server's generating /health made slow: its scheduler stopped for 15 s with
+    // nothing to run, so the health ask waits for it and then answers 200. Slow but answering
+    // (within the timeout) is up; nothing pages.
+    let asked = std::thread::spawn(move || {
+        let started = Instant::now();
+        (health(port), started.elapsed())
+    });
+    let rounds = |sidecar: &Sidecar| {
+        sidecar
+            .metrics()
+            .get("pulse_alert_rounds_total", "outcome=\"evaluated\"")
+    };
+    signal(sched, libc::SIGSTOP);
+    let stopped = Instant::now();
+    while stopped.elapsed() < Duration::from_secs(15) {
+        let m = sidecar.metrics();
+        assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{}", m.0);
+        assert!(!firing(&sidecar, "ServerDown"));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    signal(sched, libc::SIGCONT);
+    let (answer, took) = asked.join().unwrap();
+    assert_eq!(answer, Some(200), "the slow /health answered");
+    assert!(took >= Duration::from_secs(10), "/health took {took:?}");
+    let after = rounds(&sidecar).unwrap();
+    wait_until("five more alert rounds", Duration::from_secs(30), || {
+        rounds(&sidecar).is_some_and(|r| r >= after + 5.0)
+    });
+    assert_eq!(sidecar.metrics().get("pulse_server_up", ""), Some(1.0));
+    assert!(!firing(&sidecar, "ServerDown") && !firing(&sidecar, "ServerHung"));
+
+    // A second partition, paced so it outlasts the faults, whose driver retries what fails
+    // (as the seed's does while its server restarts): a server fault while the run waits on
+    // it pages; the run resumes on a restarted server and ends with exact counts.
+    const B2: usize = 360;
+    let _b2 = Group(
         Command::new(&python)
             .arg(Path::new(PEERS).join("vllm_driver.py"))
             .arg(&run)
-            .args([&port.to_string(), path_str(&model), "100000", "6", "48"])
-            .env("PULSE_PARTITION", "B2")
+            .args([
+                &port.to_string(),
+                path_str(&model),
+                &B2.to_string(),
+                "6",
+                "48",
+            ])
+            .envs([
+                ("PULSE_PARTITION", "B2"),
+                ("PULSE_RETRY", "1"),
+                ("PULSE_PACE", "3"),
+            ])
             .stdout(Stdio::null())
             .process_group(0)
             .spawn()
@@ -291,9 +349,14 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // busy), the engine's counters stand still while the driver's requests wait. ServerHung,
     // not Stalled nor ServerDown, with the scheduler's stacks.
     signal(sched, libc::SIGSTOP);
+    let stopped = Instant::now();
     wait_until("ServerHung", Duration::from_secs(90), || {
         firing(&sidecar, "ServerHung")
     });
+    eprintln!(
+        "ServerHung {:?} after the scheduler's SIGSTOP",
+        stopped.elapsed()
+    );
     assert!(!firing(&sidecar, "Stalled") && !firing(&sidecar, "ServerDown"));
     assert_eq!(sidecar.metrics().get("pulse_server_up", ""), Some(1.0));
     let mut stacks = None;
@@ -322,12 +385,18 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // /health gives no answer. Not up within the health timeout (25 s: SGLang bounds its own
     // at 20 s) and interval, said as hung.
     signal(server_pid, libc::SIGSTOP);
+    let stopped = Instant::now();
     wait_until("the stopped server not up", Duration::from_secs(60), || {
         sidecar.metrics().get("pulse_server_up", "") == Some(0.0)
     });
+    eprintln!(
+        "not up {:?} after the HTTP process's SIGSTOP",
+        stopped.elapsed()
+    );
     wait_until("ServerDown, hung", Duration::from_secs(30), || {
         server_down_summary(&sidecar).is_some_and(|s| s.contains("HTTP process is hung"))
     });
+    eprintln!("ServerDown (hung) {:?} after it", stopped.elapsed());
     signal(server_pid, libc::SIGCONT);
     wait_until("up again", Duration::from_secs(60), || {
         sidecar.metrics().get("pulse_server_up", "") == Some(1.0)
@@ -336,10 +405,15 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // The scheduler killed, as the OOM killer does: the front end answers on (503 from its
     // generating /health) and its gauges stay where they were. A crash behind a live API.
     signal(sched, libc::SIGKILL);
+    let killed = Instant::now();
     wait_until("ServerDown, a crash", Duration::from_secs(60), || {
         server_down_summary(&sidecar)
             .is_some_and(|s| s.contains("engine crashed behind its live API"))
     });
+    eprintln!(
+        "ServerDown (crash) {:?} after the scheduler's SIGKILL",
+        killed.elapsed()
+    );
     assert!(
         server.0.try_wait().unwrap().is_none(),
         "the front end still runs"
@@ -354,4 +428,97 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
             .is_some_and(|d| d.contains(&format!("sglang::scheduler (pid {sched})"))),
         "{status}"
     );
+
+    // Restarted as its supervisor would (the rest of it killed, the same command, the same
+    // port, its log appended to): discovered anew, and the driver's retries finish B2 with
+    // every request counted once and no error record.
+    let before_restart = hook.received().len();
+    drop(server);
+    let server = start_server(&venv, &model, &run, port);
+    let restarted = server.0.id();
+    let started = Instant::now();
+    wait_until("the restarted server up", Duration::from_secs(400), || {
+        get_json(sidecar.addr, "/status").is_some_and(|s| {
+            s["discovered"]["server"]["pid"] == restarted && s["server"]["up"] == true
+        })
+    });
+    eprintln!("the restarted server up after {:?}", started.elapsed());
+    poll(
+        "B2's requests and records counted",
+        Duration::from_secs(400),
+        || {
+            let m = sidecar.metrics();
+            let b2 = m.partition("pulse_partition_requests_completed", "B2");
+            let records = m.partition("pulse_output_records_total", "outputs");
+            (b2 == Some(B2 as f64) && records == Some((240 + B2) as f64))
+                .then_some(())
+                .ok_or_else(|| format!("B2 {b2:?}, records {records:?}"))
+        },
+    );
+    let m = sidecar.metrics();
+    assert_eq!(
+        m.partition("pulse_output_error_records_total", "outputs"),
+        Some(0.0)
+    );
+    let told_since = |from: usize, alert: &str, status: &str| {
+        hook.received()[from..]
+            .iter()
+            .flat_map(|r| r.json()["alerts"].as_array().cloned().unwrap_or_default())
+            .filter(|a| a["labels"]["alertname"] == alert && a["status"] == status)
+            .collect::<Vec<_>>()
+    };
+    let told = |alert: &str, status: &str| told_since(0, alert, status);
+    hook.wait("RunFinished after B2", Duration::from_secs(60), |_| {
+        told("PartitionFinished", "firing")
+            .iter()
+            .any(|a| a["labels"]["partition"] == "B2")
+            && !told_since(before_restart, "RunFinished", "firing").is_empty()
+    });
+    assert!(
+        hook.received()[..before_restart]
+            .iter()
+            .all(|r| !r.body.contains("RunFinished")),
+        "RunFinished before the run's last partition"
+    );
+    let b2_done = told("PartitionFinished", "firing")
+        .into_iter()
+        .find(|a| a["labels"]["partition"] == "B2")
+        .unwrap();
+    assert_eq!(
+        b2_done["annotations"]["summary"],
+        format!("{B2} requests done"),
+        "{b2_done}"
+    );
+
+    // The run over, the server stopped with SIGTERM (it drains and exits): the end of a
+    // finished run's server pages nothing.
+    let sent = hook.received().len();
+    signal(restarted, libc::SIGTERM);
+    let mut server = server;
+    wait_exit(&mut server.0, Duration::from_secs(60));
+    wait_until("the server seen gone", Duration::from_secs(60), || {
+        sidecar.metrics().get("pulse_server_up", "") != Some(1.0)
+    });
+    let after = rounds(&sidecar).unwrap();
+    wait_until("ten more alert rounds", Duration::from_secs(60), || {
+        rounds(&sidecar).is_some_and(|r| r >= after + 10.0)
+    });
+    assert!(!firing(&sidecar, "ServerDown"));
+    // A group's payload repeats its alerts still firing: the run's end notices stay so.
+    let paged: Vec<serde_json::Value> = hook.received()[sent..]
+        .iter()
+        .flat_map(|r| r.json()["alerts"].as_array().cloned().unwrap_or_default())
+        .filter(|a| a["status"] == "firing")
+        .filter(|a| {
+            !["RunFinished", "PartitionFinished"]
+                .contains(&a["labels"]["alertname"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert!(paged.is_empty(), "paged after the run: {paged:?}");
+
+    // Over the whole test, the run moved whenever its server did: neither Stalled nor
+    // LogSilent (its records and log lines arrive in either order) was ever sent.
+    for alert in ["Stalled", "LogSilent"] {
+        assert!(told(alert, "firing").is_empty(), "{alert} sent");
+    }
 }

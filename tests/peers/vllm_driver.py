@@ -3,6 +3,12 @@ OpenAI API, CONCURRENCY at a time, and writes what run_inference.py writes: a pr
 (RUN_DIR/run.log) and one JSONL record per response (RUN_DIR/outputs/B1.jsonl), for the
 partition PULSE_PARTITION names (B1 unless it is set).
 
+PULSE_RETRY=1 makes it retry a failed request (a second apart) until it is answered, as the
+seed's driver does while its server restarts, instead of writing an error record;
+PULSE_MORE=1 leaves out "All partitions complete.": the run goes on with another partition, as
+the seed's driver does between them. PULSE_PACE=N starts at most N requests a second, so a partition outlasts the faults a test
+stages in it however fast the machine is.
+
 usage: vllm_driver.py RUN_DIR PORT MODEL PROMPTS CONCURRENCY MAX_TOKENS
 """
 import json
@@ -23,6 +29,8 @@ lock = threading.Lock()
 state = {"next": 0, "done": 0, "errors": 0, "tokens": 0, "failing": 0}
 # As drivers do, it gives up once the server keeps failing: the run is then unfinished.
 GIVE_UP_AFTER = 20
+RETRY = os.environ.get("PULSE_RETRY") == "1"
+PACE = float(os.environ.get("PULSE_PACE", "0"))
 started = time.time()
 
 log.write(f"Model: {model}\nProcessing: {part} (CODE)\n{part}: {prompts} prompts\n")
@@ -51,6 +59,14 @@ def one(i):
         return None, {"id": f"{part}-{i}", "error": str(e)}
 
 
+def answered(i):
+    while True:
+        tokens, record = one(i)
+        if tokens is not None or not RETRY:
+            return tokens, record
+        time.sleep(1)
+
+
 def worker():
     while True:
         with lock:
@@ -58,7 +74,9 @@ def worker():
                 return
             state["next"] += 1
             i = state["next"]
-        tokens, record = one(i)
+            if PACE:
+                time.sleep(max(0.0, started + i / PACE - time.time()))
+        tokens, record = answered(i)
         with lock:
             if state["failing"] >= GIVE_UP_AFTER:
                 return
@@ -86,4 +104,6 @@ for t in threads:
 if state["failing"] >= GIVE_UP_AFTER:
     log.write(f"Traceback (most recent call last):\nConnectionError: the server failed {GIVE_UP_AFTER} requests in a row\n")
     sys.exit(1)
-log.write(f"Done: {part} ({state['done']} responses)\nAll partitions complete.\n")
+log.write(f"Done: {part} ({state['done']} responses)\n")
+if os.environ.get("PULSE_MORE") != "1":
+    log.write("All partitions complete.\n")
