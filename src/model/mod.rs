@@ -15,6 +15,7 @@ mod plan;
 mod recent;
 mod records;
 mod server_log;
+pub mod slurm;
 pub mod stacks;
 mod window;
 
@@ -190,6 +191,10 @@ pub struct Run {
     /// When the latest of them began, and the id of the run it replaced.
     #[serde(default)]
     pub run_started: Option<RunStarted>,
+    /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Kept across
+    /// restarts: a requeued job's sidecar tells the resumption from it.
+    #[serde(default)]
+    pub slurm: Option<slurm::SlurmJob>,
 }
 
 /// A new run in the progress log's place, for the `RunStarted` notice.

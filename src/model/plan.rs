@@ -170,7 +170,7 @@ impl Run {
             },
             eta_seconds,
             eta_band,
-            deadline: self.deadline_at(),
+            deadline: self.deadline_or_job_end().map(|(at, _)| at),
             budget_reached,
             gpu_hours,
             gpu_hours_projected,

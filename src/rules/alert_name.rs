@@ -48,6 +48,9 @@ alert_names! {
     PartitionFinished,
     RunFinished,
     RunStarted,
+    SlurmJobEnding,
+    SlurmJobEnded,
+    SlurmJobResumed,
 }
 
 impl AlertName {

@@ -475,6 +475,19 @@ pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     if late <= 0.0 || run_finished(j.run, &j.views) {
         return Vec::new();
     }
+    // Without a deadline of its own, the run's SLURM job's end is its deadline.
+    let job = j
+        .run
+        .deadline_or_job_end()
+        .filter(|(_, of_job)| *of_job)
+        .and(j.run.slurm.as_ref());
+    let (what, act) = match job {
+        Some(job) => (
+            format!("its SLURM job {}'s time limit", job.env.job_id),
+            format!(" To finish: extend the job (`scontrol update JobId={} TimeLimit=…`; above the partition's MaxTime only an operator can) or let it end and resubmit or requeue it (`--open-mode=append` and the sidecar's state directory carry the count on).", job.env.job_id),
+        ),
+        None => ("the deadline".to_owned(), String::new()),
+    };
     let left = (deadline - j.now).max(1.0);
     let remaining = p.target.saturating_sub(p.completed) as f64;
     let rate = p.rate.unwrap_or(0.0);
@@ -492,13 +505,13 @@ pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         AlertName::RunLate,
         None,
         format!(
-            "ends about {} at the current rate, {} past the deadline {}",
+            "ends about {} at the current rate, {} past {what} {}",
             crate::human::utc_minute(j.now + eta),
             human(late),
             crate::human::utc_minute(deadline)
         ),
         format!(
-            "At the slowest of the last hour's rates the run ends {} ({} late); at the current {rate:.2} req/s, {}. {remaining:.0} requests are left and {} until the deadline: it needs {:.2} req/s{needed_tps}.",
+            "At the slowest of the last hour's rates the run ends {} ({} late); at the current {rate:.2} req/s, {}. {remaining:.0} requests are left and {} until {what}: it needs {:.2} req/s{needed_tps}.{act}",
             crate::human::utc_minute(j.now + slow_end),
             human(late),
             crate::human::utc_minute(j.now + eta),
@@ -674,4 +687,95 @@ fn partition_summary(v: &PartitionView<'_>) -> String {
         }
     }
     s
+}
+
+/// SLURM ended (or is ending) the run's job before the run finished: told as that, with what is
+/// left and what to do, never as a crash (docs/slurm.md).
+pub(super) fn slurm_job_ended(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    use crate::model::slurm::Ended;
+    let (Some(job), Some(ended)) = (&j.run.slurm, j.run.job_ended()) else {
+        return Vec::new();
+    };
+    if run_finished(j.run, &j.views) {
+        return Vec::new();
+    }
+    let p = j.run.projection(j.now);
+    let state = job.controller.as_ref().map_or_else(
+        || "nothing yet".to_owned(),
+        |c| match &c.reason {
+            Some(reason) => format!("{} (reason {reason})", c.state),
+            None => c.state.clone(),
+        },
+    );
+    let id = &job.env.job_id;
+    let act = match ended {
+        Ended::TimeLimit => format!("Resubmit or requeue it (`scontrol requeue {id}`) to finish what is left, with more time (`--time`)."),
+        Ended::Cancelled => "Someone cancelled it (`scancel`): resubmit it to finish what is left.".to_owned(),
+        Ended::Requeued => "SLURM runs it again when it can, and the run resumes (`SlurmJobResumed`): nothing to do but watch that it starts.".to_owned(),
+        Ended::Preempted => "A job of higher priority took its resources: by the partition's PreemptMode it is requeued or ended; resubmit it if it is not listed again.".to_owned(),
+        Ended::NodeFailed => "Its node failed: SLURM requeues it where that is allowed; otherwise resubmit it.".to_owned(),
+    };
+    vec![condition(
+        AlertName::SlurmJobEnded,
+        None,
+        format!("SLURM job {id} {}", ended.says()),
+        format!(
+            "The controller says {state}. The run has {} of {} done, {} left. {act}",
+            p.completed,
+            p.target,
+            p.target.saturating_sub(p.completed)
+        ),
+    )]
+}
+
+/// SLURM's warning before the job's end reached the sidecar: the last moment to extend it.
+pub(super) fn slurm_job_ending(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(job) = &j.run.slurm else {
+        return Vec::new();
+    };
+    if job.warned_at.is_none() || job.ended().is_some() || run_finished(j.run, &j.views) {
+        return Vec::new();
+    }
+    let p = j.run.projection(j.now);
+    let id = &job.env.job_id;
+    let when = job.end_time().map_or_else(
+        || "within minutes".to_owned(),
+        |end| format!("at {}", crate::human::utc_minute(end)),
+    );
+    vec![condition(
+        AlertName::SlurmJobEnding,
+        None,
+        format!("SLURM job {id} ends {when}: its warning signal came"),
+        format!(
+            "The run has {} of {} done, {} left. Extend the job now if it may (`scontrol update JobId={id} TimeLimit=…`), else it ends at its limit and needs resubmitting or requeueing; the sidecar saves its state when SIGTERM comes.",
+            p.completed,
+            p.target,
+            p.target.saturating_sub(p.completed)
+        ),
+    )]
+}
+
+/// The run's job runs again after a requeue: the same run, carried on.
+pub(super) fn slurm_job_resumed(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
+    let Some(job) = &j.run.slurm else {
+        return Vec::new();
+    };
+    let restarts = job.restarts();
+    let running = job.controller.as_ref().is_none_or(|c| c.state == "RUNNING");
+    if restarts == 0 || !running || job.ended().is_some() {
+        return Vec::new();
+    }
+    let p = j.run.projection(j.now);
+    vec![condition(
+        AlertName::SlurmJobResumed,
+        None,
+        format!(
+            "SLURM job {} resumed after {restarts} requeue(s)",
+            job.env.job_id
+        ),
+        format!(
+            "The same run goes on from {} of {} done.",
+            p.completed, p.target
+        ),
+    )]
 }

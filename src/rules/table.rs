@@ -257,6 +257,33 @@ pub const TABLE: &[Rule] = &[
         check: run_started,
         ..DEFAULT
     },
+    Rule {
+        alert: AlertName::SlurmJobEnding,
+        fires: r#"the sidecar got the run's SLURM job's warning signal (`sbatch --signal=B:USR1@N`, passed on by the batch script as SIGUSR1: deploy/slurm/) while the run is unfinished: the job ends within minutes; says when, the progress and what is left, while there is still time to extend it ([slurm](slurm.md))"#,
+        check: slurm_job_ending,
+        ..DEFAULT
+    },
+    Rule {
+        alert: AlertName::SlurmJobEnded,
+        inhibits: &[
+            AlertName::Stalled,
+            AlertName::LogSilent,
+            AlertName::ProcessExited,
+            AlertName::ServerDown,
+            AlertName::ServerHung,
+            AlertName::GpusIdle,
+        ],
+        fires: r#"SLURM ended the run's job before the run finished: its controller says `TIMEOUT` (the time limit), `CANCELLED`, requeued (`PENDING` with a restart counted), `PREEMPTED` or `NODE_FAIL`; says which, the progress and what is left, and what to do. The driver's exit, the server's and the silence after are the job's end, not incidents: it holds them back. Resolves when the job runs again ([slurm](slurm.md))"#,
+        check: slurm_job_ended,
+        ..DEFAULT
+    },
+    Rule {
+        alert: AlertName::SlurmJobResumed,
+        severity: Severity::Info,
+        fires: r#"the run's SLURM job runs again after a requeue (`SLURM_RESTART_COUNT`, the controller's `restart_cnt`): the same run, its progress carried on; told once per run"#,
+        check: slurm_job_resumed,
+        ..DEFAULT
+    },
 ];
 
 #[cfg(test)]

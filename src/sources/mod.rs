@@ -13,6 +13,7 @@ pub mod gpu;
 pub mod log;
 pub mod probe;
 pub mod run_id;
+pub mod slurm;
 pub mod stacks;
 
 use crate::collectors::Collector;

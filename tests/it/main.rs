@@ -32,6 +32,7 @@ mod properties;
 mod resilience;
 mod server;
 mod sglang;
+mod slurm;
 mod stacks;
 mod status;
 mod tailer;

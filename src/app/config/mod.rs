@@ -169,6 +169,8 @@ pub struct Config {
     pub alerts: AlertConfig,
     pub heartbeat: Option<crate::sinks::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
+    /// How often, and how long at most, the SLURM controller is asked about the run's job.
+    pub slurm: (Duration, Duration),
     /// The run this node belongs to; `None` where it has none (a node with only GPUs).
     pub run: Option<RunIdentity>,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
@@ -273,6 +275,10 @@ impl RawConfig {
             probe_interval,
             alerts,
             discover_interval,
+            slurm: (
+                key::slurm_interval.duration(self.slurm_interval.as_deref())?,
+                key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
+            ),
             run: run.map(|label| {
                 let logs = self.logs.iter().map(|l| l.path.clone()).collect();
                 RunIdentity::new(label, logs)

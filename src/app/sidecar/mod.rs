@@ -179,8 +179,12 @@ pub async fn serve(
             judging.counter(),
         ));
     }
+    if config.collectors.on(Collector::Slurm) {
+        tasks.spawn(sources::slurm::warned_by_signal(run.clone()));
+    }
     let view = engine.view();
-    tasks.spawn(engine.run_every(judging.counter()));
+    let (last_word, last) = tokio::sync::watch::channel(false);
+    let engine = tokio::spawn(engine.run_every(judging.counter(), last));
     if let Some(h) = config.heartbeat.clone() {
         tasks.spawn(crate::sinks::alert::heartbeat::run_every(
             h,
@@ -195,6 +199,16 @@ pub async fn serve(
     on_listening(addresses[0]);
     http::serve(listeners, state, shutdown).await;
     tracing::info!("shutting down");
+    // A SLURM job's end (its time limit, a cancel, a requeue) sends SIGTERM: what the
+    // controller says of it is told before the sidecar goes (docs/slurm.md).
+    if run.locked().slurm.is_some() {
+        sources::slurm::ask_once(&run, config.slurm.1).await;
+        let _ = last_word.send(true);
+        let wait = crate::sinks::alert::engine::LAST_WORD + Duration::from_secs(1);
+        let _ = tokio::time::timeout(wait, engine).await;
+    } else {
+        engine.abort();
+    }
     tasks.abort_all();
     if config.collectors.on(Collector::History) {
         crate::sinks::recorder::save(&run, state_dir.as_ref());

@@ -4,7 +4,8 @@
 //! from its snapshot first, and the output files add their part after.
 
 use crate::app::config::Config;
-use crate::sources::{files, gpu, log, probe, run_id, SourceConfig};
+use crate::collectors::Collector;
+use crate::sources::{files, gpu, log, probe, run_id, slurm, SourceConfig};
 
 pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
     vec![
@@ -33,6 +34,12 @@ pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
         Box::new(probe::Settings {
             probes: config.probes.clone(),
             interval: config.probe_interval,
+        }),
+        Box::new(slurm::Settings {
+            on: config.collectors.on(Collector::Slurm),
+            interval: config.slurm.0,
+            timeout: config.slurm.1,
+            squeue: "squeue".into(),
         }),
     ]
 }

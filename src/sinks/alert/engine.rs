@@ -41,6 +41,10 @@ type Settled = (String, Outcome);
 /// The longest alerts wait for every input's first read.
 const FIRST_READ_LIMIT: Duration = Duration::from_secs(120);
 
+/// How long the last round's sends may take when the sidecar stops with something left to
+/// say (a SLURM job's end): inside the job, SLURM kills what is left 30 s after SIGTERM.
+pub const LAST_WORD: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Saved {
     lifecycle: Lifecycle,
@@ -139,7 +143,13 @@ impl Engine {
     /// (one log read, the next not yet) would raise alerts that the rest disproves, or split
     /// alerts of one moment across emails. A first read that never ends (a hung NFS mount)
     /// must not silence alerting, though: after `FIRST_READ_LIMIT` it goes ahead, and says so.
-    pub async fn run_every(mut self, unread: Arc<AtomicUsize>) {
+    /// Judges every `interval` until `last` turns true (the sidecar stops with something
+    /// left to say): then one more round, and its sends for up to [`LAST_WORD`].
+    pub async fn run_every(
+        mut self,
+        unread: Arc<AtomicUsize>,
+        mut last: tokio::sync::watch::Receiver<bool>,
+    ) {
         self.senders = Some(Arc::new(Senders::build(&self.config)));
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -154,6 +164,10 @@ impl Engine {
                     self.settle(&id, outcome);
                     self.deliver();
                     continue;
+                }
+                Ok(()) = last.changed() => {
+                    self.last_word().await;
+                    return;
                 }
             }
             if waiting && unread.load(Ordering::Acquire) > 0 {
@@ -173,6 +187,21 @@ impl Engine {
             }
             self.queue(round, now);
             self.deliver();
+        }
+    }
+
+    /// One last round, and its sends waited for (at most [`LAST_WORD`]).
+    async fn last_word(&mut self) {
+        let now = clock::now();
+        let round = self.decide(now);
+        self.queue(round, now);
+        self.deliver();
+        let deadline = tokio::time::Instant::now() + LAST_WORD;
+        while !self.in_flight.is_empty() {
+            match tokio::time::timeout_at(deadline, self.outcomes.1.recv()).await {
+                Ok(Some((id, outcome))) => self.settle(&id, outcome),
+                _ => break,
+            }
         }
     }
 
@@ -906,6 +935,13 @@ mod tests {
         Arc::new(Mutex::new(run))
     }
 
+    /// A last word never asked for.
+    fn never_last() -> tokio::sync::watch::Receiver<bool> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        std::mem::forget(tx);
+        rx
+    }
+
     fn firing(view: &Published<AlertView>) -> Vec<String> {
         view.get().alerts.iter().map(|a| a.alert.clone()).collect()
     }
@@ -916,7 +952,7 @@ mod tests {
         let unread = Arc::new(AtomicUsize::new(2));
         let engine = Engine::new(config(None), run.clone(), None);
         let view = engine.view();
-        let engine = tokio::spawn(engine.run_every(unread.clone()));
+        let engine = tokio::spawn(engine.run_every(unread.clone(), never_last()));
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(
             firing(&view).is_empty(),
@@ -934,7 +970,7 @@ mod tests {
         let unread = Arc::new(AtomicUsize::new(1));
         let engine = Engine::new(config(None), run.clone(), None);
         let view = engine.view();
-        let engine = tokio::spawn(engine.run_every(unread));
+        let engine = tokio::spawn(engine.run_every(unread, never_last()));
         tokio::time::sleep(FIRST_READ_LIMIT - Duration::from_secs(20)).await;
         assert!(firing(&view).is_empty());
         tokio::time::sleep(Duration::from_secs(40)).await;

@@ -9,6 +9,7 @@ mod gpu;
 mod partitions;
 pub mod process;
 mod server;
+mod slurm;
 mod sources;
 mod web;
 
@@ -112,6 +113,7 @@ impl Collector for RunCollector {
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;
             server::encode(&run, &mut enc)?;
+            slurm::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
             (run.identity.clone(), run.run_id.clone())
         };

@@ -58,6 +58,21 @@ pub struct Status {
     /// are at /api/stacks).
     #[serde(default)]
     pub stacks: Option<StacksStatus>,
+    /// The run's SLURM job: who it is, what its controller says, its array's tasks, and how it
+    /// ended when SLURM ended it (docs/slurm.md).
+    #[serde(default)]
+    pub slurm: Option<SlurmStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlurmStatus {
+    #[serde(flatten)]
+    pub job: crate::model::slurm::SlurmJob,
+    /// When the controller ends it, while it runs.
+    pub end_time: Option<f64>,
+    pub restarts: u32,
+    /// How SLURM ended it, when it did ("was ended by its time limit").
+    pub ended: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -489,6 +504,12 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
         previous,
         discovered: run.discovered.clone(),
+        slurm: run.slurm.as_ref().map(|job| SlurmStatus {
+            job: job.clone(),
+            end_time: job.end_time(),
+            restarts: job.restarts(),
+            ended: job.ended().map(|e| e.says().to_owned()),
+        }),
         gpu_memory: run.gpus.as_ref().and_then(|g| {
             g.memory_summary(
                 run.discovered

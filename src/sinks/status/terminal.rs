@@ -228,6 +228,21 @@ fn process_and_server(s: &mut String, status: &Status, p: &Paint) {
             let _ = writeln!(s, "  server:  {}", p.dim("not probed"));
         }
     }
+    if let Some(job) = &status.slurm {
+        let state = job
+            .job
+            .controller
+            .as_ref()
+            .map_or("not answered yet", |c| c.state.as_str());
+        let ends = job
+            .end_time
+            .map(|t| format!(", ends in {}", human(t - status.generated_at)))
+            .unwrap_or_default();
+        let _ = writeln!(s, "  slurm:   job {} {state}{ends}", job.job.env.job_id);
+        if let Some(ended) = &job.ended {
+            let _ = writeln!(s, "           {} {ended}", p.red("the job"));
+        }
+    }
 }
 
 /// The collectors switched off, and the files whose file system does not answer.
@@ -449,6 +464,7 @@ mod tests {
             }],
             discovered: None,
             gpu_memory: None,
+            slurm: None,
             stacks: Some(crate::sinks::status::StacksStatus {
                 at: -90.0,
                 reason: "Stalled".into(),

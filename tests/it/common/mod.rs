@@ -16,6 +16,7 @@ pub mod fake_server;
 pub mod prometheus;
 pub mod receiver;
 pub mod repo;
+pub mod slurm;
 pub mod smtp;
 pub mod tls;
 
@@ -175,6 +176,7 @@ impl Drop for Sidecar {
 /// long as the test binary (tests/it/fleet.rs), with the binary. A static is never dropped,
 /// and its processes must not outlive the tests.
 pub fn dies_with_its_starter(command: &mut Command) -> &mut Command {
+    no_slurm_job(command);
     // SAFETY: prctl(2) is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -184,6 +186,15 @@ pub fn dies_with_its_starter(command: &mut Command) -> &mut Command {
             Ok(())
         })
     }
+}
+
+/// A test's sidecar is no SLURM job's, even where the tests run inside one (its job would be
+/// the run's: its time limit the deadline). The SLURM tests start theirs in a job or beside one.
+pub fn no_slurm_job(command: &mut Command) -> &mut Command {
+    for var in ["SLURM_JOB_ID", "SLURM_JOBID", "SLURM_ARRAY_JOB_ID"] {
+        command.env_remove(var);
+    }
+    command
 }
 
 /// Polls `ready` until it holds, or fails after 15 s naming `what`.
@@ -618,7 +629,7 @@ pub fn run_once(cwd: &Path, args: &[&str]) -> Metrics {
 
 /// `run --once ARGS` from `cwd`, the GPUs as `ARGS` say.
 pub fn run_once_with(cwd: &Path, args: &[&str]) -> Metrics {
-    let out = Command::new(BIN)
+    let out = no_slurm_job(&mut Command::new(BIN))
         .current_dir(cwd)
         .args(["run", "--once"])
         .args(args)
