@@ -369,6 +369,61 @@ fn state_of(v: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// What SLURM 22.05 itself printed (tests/testdata/slurm/README.md says how each was made).
+    fn sample(name: &str, env: &JobEnv) -> (Option<JobState>, Option<ArrayTasks>) {
+        let path = format!("{}/tests/testdata/slurm/{name}", env!("CARGO_MANIFEST_DIR"));
+        parse_squeue(&std::fs::read(path).unwrap(), env).unwrap()
+    }
+
+    fn job(id: &str) -> JobEnv {
+        JobEnv {
+            job_id: id.into(),
+            ..JobEnv::default()
+        }
+    }
+
+    #[test]
+    fn real_squeue_answers_read_as_the_controller_meant_them() {
+        let (running, _) = sample("squeue-22.05-running.json", &job("1"));
+        let running = running.unwrap();
+        assert_eq!(running.state, "RUNNING");
+        assert_eq!(running.reason, None, "\"None\" is no reason");
+        assert_eq!(running.time_limit_minutes, Some(2));
+        assert_eq!(running.end_time, Some(1_796_629_431.0));
+        let (timeout, _) = sample("squeue-22.05-timeout.json", &job("1"));
+        let timeout = timeout.unwrap();
+        assert_eq!(
+            (timeout.state.as_str(), timeout.reason.as_deref()),
+            ("TIMEOUT", Some("TimeLimit"))
+        );
+        let (requeued, _) = sample("squeue-22.05-requeued.json", &job("1"));
+        assert_eq!(requeued.as_ref().unwrap().restart_count, 1);
+        let (cancelled, _) = sample("squeue-22.05-cancelled.json", &job("1"));
+        assert_eq!(cancelled.unwrap().state, "CANCELLED");
+        // A job the answer does not hold is no state at all.
+        assert_eq!(sample("squeue-22.05-running.json", &job("9")).0, None);
+        let task = JobEnv {
+            array_job_id: Some("1".into()),
+            array_task_id: Some("0".into()),
+            array_task_count: Some(4),
+            ..job("2")
+        };
+        let (state, tasks) = sample("squeue-22.05-array.json", &task);
+        assert_eq!(state.unwrap().state, "RUNNING");
+        assert_eq!(
+            tasks,
+            Some(ArrayTasks {
+                total: 4,
+                pending: 2,
+                running: 2,
+                failed: 0,
+                done: 0
+            })
+        );
+        assert!(parse_squeue(b"{\"jobs\": 3}", &task).is_err());
+        assert!(parse_squeue(b"not json", &task).is_err());
+    }
+
     #[test]
     fn task_strings_count_their_tasks() {
         assert_eq!(tasks_in("2-3%2"), 2);
