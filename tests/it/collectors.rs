@@ -41,9 +41,13 @@ fn series(exposition: &str) -> usize {
         .count()
 }
 
+fn once(dir: &Path, args: &[&str]) -> String {
+    run_once_with(dir, args).0
+}
+
 /// `run --once ARGS` inside a SLURM job whose controller cannot be reached: the job from the
 /// environment, its ask counted as failed.
-fn once(dir: &Path, args: &[&str]) -> String {
+fn once_in_a_job(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(BIN)
         .current_dir(dir)
         .args(["run", "--once"])
@@ -75,7 +79,8 @@ const COLLECTORS: [&str; 9] = [
 
 /// A node where every collector but the history (which `--once` never samples) exports: a
 /// progress log, output and input files with a required field, eight simulated GPUs, the
-/// driver by its pid file, an inference server's health, metrics and log.
+/// driver by its pid file, an inference server's health, metrics and log (and, run by
+/// [`once_in_a_job`], a SLURM job).
 fn busy_node(dir: &Path) -> (Vec<String>, Killed) {
     let run = dir.join("run");
     std::fs::create_dir_all(run.join("B1")).unwrap();
@@ -147,11 +152,14 @@ fn each_collector_off_removes_exactly_its_families() {
     let dir = temp_dir();
     let (args, _server) = busy_node(dir.path());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let all = families(&once(dir.path(), &args));
+    let all = families(&once_in_a_job(dir.path(), &args));
     let mut wrong = Vec::new();
     for collector in COLLECTORS {
         let flag = format!("--no-collector.{collector}");
-        let off = families(&once(dir.path(), &[&args[..], &[flag.as_str()]].concat()));
+        let off = families(&once_in_a_job(
+            dir.path(),
+            &[&args[..], &[flag.as_str()]].concat(),
+        ));
         let gone: BTreeSet<String> = all
             .difference(&off)
             .filter(|f| !(collector == "log" && FED_BY_THE_LOG_HERE.contains(&f.as_str())))
@@ -237,7 +245,7 @@ fn a_collector_off_runs_no_thread_and_status_says_which_are_on() {
         m.has_line_starting("pulse_gpu_up{")
     });
     let named = threads(&on);
-    for thread in ["log-source", "output-source", "gpu-source"] {
+    for thread in ["log-source", "output-source", "gpu-source", "slurm"] {
         assert!(named.contains(thread), "no {thread} thread among {named:?}");
     }
     let off = Sidecar::run(
@@ -250,6 +258,7 @@ fn a_collector_off_runs_no_thread_and_status_says_which_are_on() {
                 "--no-collector.outputs",
                 "--no-collector.gpu",
                 "--no-collector.history",
+                "--no-collector.slurm",
             ],
         ]
         .concat(),
@@ -268,7 +277,7 @@ fn a_collector_off_runs_no_thread_and_status_says_which_are_on() {
     );
     let m = off.metrics();
     let named = threads(&off);
-    for thread in ["log-source", "output-source", "gpu-source"] {
+    for thread in ["log-source", "output-source", "gpu-source", "slurm"] {
         assert!(
             !named.contains(thread),
             "a {thread} thread with its collector off: {named:?}"

@@ -158,21 +158,54 @@ fn served_exposition(dir: &Path) -> String {
          {\"custom_id\":\"b\",\"choices\":[{\"message\":{\"content\":\"x\"}}]}\n",
     )
     .unwrap();
-    let sidecar = Sidecar::run(&[
-        "--config",
-        path_str(&config),
-        "--outputs",
-        path_str(&outputs),
-        "--require",
-        "/choices/0/message/reasoning_content",
-        "--gpu",
-        "simulated",
-        "--gpu-processes",
-        "--server-metrics-url",
-        &metrics_url,
-        "--server-log",
-        path_str(&server_log),
-    ]);
+    // Inside task 0 of a SLURM array whose controller answers what SLURM 22.05 answered
+    // (tests/testdata/slurm/squeue-22.05-array.json), through a squeue that prints it.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let squeue = bin.join("squeue");
+    std::fs::write(
+        &squeue,
+        format!(
+            "#!/bin/sh\nexec cat {}/tests/testdata/slurm/squeue-22.05-array.json\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&squeue, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let job = [
+        ("SLURM_JOB_ID", "2"),
+        ("SLURM_ARRAY_JOB_ID", "1"),
+        ("SLURM_ARRAY_TASK_ID", "0"),
+        ("SLURM_ARRAY_TASK_COUNT", "4"),
+    ];
+    let env: Vec<(&str, &Path)> = job
+        .iter()
+        .map(|(k, v)| (*k, Path::new(*v)))
+        .chain([("PATH", Path::new(&path))])
+        .collect();
+    let sidecar = Sidecar::run_with_env(
+        &[
+            "--config",
+            path_str(&config),
+            "--outputs",
+            path_str(&outputs),
+            "--require",
+            "/choices/0/message/reasoning_content",
+            "--gpu",
+            "simulated",
+            "--gpu-processes",
+            "--server-metrics-url",
+            &metrics_url,
+            "--server-log",
+            path_str(&server_log),
+        ],
+        &env,
+    );
     let scrape = |user: &str| {
         let out = Command::new(&curl)
             .args(["-sS", "--max-time", "10", "-u", user, "-H"])
@@ -186,7 +219,7 @@ fn served_exposition(dir: &Path) -> String {
     assert!(!scrape("prometheus:wrong").contains("pulse_"));
     let mut last = String::new();
     wait_until(
-        "the heartbeat and the server read",
+        "the heartbeat, the server and the SLURM job read",
         Duration::from_secs(30),
         || {
             last = scrape("prometheus:scrape");
@@ -198,6 +231,7 @@ fn served_exposition(dir: &Path) -> String {
                 && m.get("pulse_http_unauthorized_total", "") == Some(1.0)
                 && last.contains("pulse_output_missing_field_records_total{")
                 && m.get("pulse_server_asleep", "") == Some(0.0)
+                && last.contains("pulse_slurm_array_tasks{")
         },
     );
     last

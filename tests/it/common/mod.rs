@@ -189,10 +189,13 @@ pub fn dies_with_its_starter(command: &mut Command) -> &mut Command {
 }
 
 /// A test's sidecar is no SLURM job's, even where the tests run inside one (its job would be
-/// the run's: its time limit the deadline). The SLURM tests start theirs in a job or beside one.
+/// the run's: its time limit the deadline), unless the test gives it one.
 pub fn no_slurm_job(command: &mut Command) -> &mut Command {
     for var in ["SLURM_JOB_ID", "SLURM_JOBID", "SLURM_ARRAY_JOB_ID"] {
-        command.env_remove(var);
+        let given = command.get_envs().any(|(k, v)| k == var && v.is_some());
+        if !given {
+            command.env_remove(var);
+        }
     }
     command
 }
