@@ -436,15 +436,20 @@ impl Run {
     /// stands in for a partition's first report while it may still take a while.
     pub fn set_server(&mut self, server: ServerState, now: Seconds) {
         let up = server.up == Some(true);
-        let probed = self.server_probed.get_or_insert((now, false));
-        probed.1 |= up;
-        // A server that comes (back) up was not stuck while it was down or starting: a
-        // restarted engine's first figures (requests taken, nothing generated yet) count from
-        // now, not from before its restart.
-        if up && self.server.as_ref().is_some_and(|s| s.up != Some(true)) {
+        // A server that comes back up (restarted by its supervisor) starts again: it was not
+        // stuck while it was down, and until its health passes it is starting (its warm-up's
+        // 503s and requests taken are not a hang).
+        if up && self.server.as_ref().is_some_and(|s| s.up == Some(false)) {
             self.server_working_at = Some(now);
+            self.server_probed = Some((now, false));
         }
-        if server.error.is_none() && server.running_requests.is_some() {
+        // Without a health URL, a metrics answer is the server passing.
+        let passed = server.health_passed || (server.up.is_none() && server.error.is_none());
+        let probed = self.server_probed.get_or_insert((now, false));
+        probed.1 |= passed;
+        // A server whose generating /health gets no token is neither idle nor working, whatever
+        // its frozen gauges say.
+        if server.error.is_none() && server.running_requests.is_some() && !server.busy {
             self.note_server(
                 server.running_requests,
                 server.queued_requests,

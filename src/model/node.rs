@@ -84,6 +84,14 @@ pub struct ServerState {
     /// its process lives, not gone.
     #[serde(default)]
     pub hung: bool,
+    /// Its generating `/health` answered 503: its engine gave its own health request no token
+    /// within the engine's bound (20 s for SGLang), so it generates nothing now, whatever its
+    /// gauges (frozen where they were) claim.
+    #[serde(default)]
+    pub busy: bool,
+    /// Its health URL itself answered 2xx (not a port that accepts, nor a 503).
+    #[serde(default)]
+    pub health_passed: bool,
     /// Its token counter stood still since the last scrape while its gauges claim running
     /// requests: the gauges are the last batch's, not now's.
     #[serde(default)]

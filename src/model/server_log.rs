@@ -550,6 +550,12 @@ impl Run {
         if self.server_asleep() {
             return false;
         }
+        // Its own health request got no token within the engine's bound (SGLang's generating
+        // /health): it generates nothing, though its gauges may read idle (the last batch the
+        // scheduler logged before it stopped).
+        if self.server.as_ref().is_some_and(|s| s.busy) && self.any_active() {
+            return true;
+        }
         let figures = self.server_figures();
         let waiting = figures.running == Some(0.0) && figures.queued.is_some_and(|q| q > 0.0);
         if !(figures.running.is_some_and(|r| r > 0.0) || waiting) {

@@ -117,7 +117,7 @@ pub(super) fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 
 pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, threshold) = (j.run, rule.threshold);
-    if run.server_guessed() {
+    if run.server_guessed() || run.server_starting(j.now) {
         return Vec::new();
     }
     let figures = run.server_figures();

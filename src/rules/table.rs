@@ -109,7 +109,7 @@ pub const TABLE: &[Rule] = &[
         threshold: 300.0,
         inhibits: &[AlertName::Stalled],
         stacks: true,
-        fires: r#"the server holds running requests and has generated nothing for the threshold (metrics at 0 tok/s, a vLLM stats line at 0 tok/s, or no SGLang decode line for 2 minutes while a partition waits); `ServerDown` holds it back, it holds `Stalled` back"#,
+        fires: r#"the server holds running requests and has generated nothing for the threshold (metrics at 0 tok/s, a vLLM stats line at 0 tok/s, or no SGLang decode line for 2 minutes while a partition waits), or, while a partition waits, its generating `/health` (SGLang's) answers 503, no token within the engine's own 20 s, whatever its frozen gauges say; never while the server is starting (its health not yet passed, a restarted one included); `ServerDown` holds it back, it holds `Stalled` back"#,
         check: server_hung,
         ..DEFAULT
     },

@@ -120,6 +120,9 @@ enum Health {
     /// handlers, so no answer in time means the HTTP process itself is wedged: not up.
     Hung(String),
     Down(String),
+    /// Its port accepts connections again and its health URL was not asked since: alive, but
+    /// not known to pass (a restarted server loading its weights).
+    Accepting,
 }
 
 /// Asks `url` for the server's health; an ask that gets no answer is told apart from a server
@@ -354,8 +357,13 @@ impl Probes {
                     "inference server health: {why} (its /health waits for a token): busy, not down"
                 );
             }
-            state.up = Some(matches!(health, Health::Up | Health::Busy(_)));
+            state.up = Some(matches!(
+                health,
+                Health::Up | Health::Busy(_) | Health::Accepting
+            ));
             state.hung = matches!(health, Health::Hung(_));
+            state.busy = matches!(health, Health::Busy(_));
+            state.health_passed = health == Health::Up;
             self.last_health = Some(health);
         }
         if let Some(url) = self.config.metrics_url.clone() {
@@ -392,7 +400,7 @@ impl Probes {
         }
         match accepts(url, self.config.timeout).await {
             Ok(()) => match &self.last_health {
-                Some(Health::Down(_)) | None => Health::Up,
+                Some(Health::Down(_)) | None => Health::Accepting,
                 Some(known) => known.clone(),
             },
             Err(e) => Health::Down(e),
