@@ -26,6 +26,28 @@ fn color(r: u8, g: u8, b: u8, a: u8) -> Color {
     Color::from_rgba8(r, g, b, a)
 }
 
+/// The tok/s line of the email's text: up to 48 points over what history there is in the
+/// window, so that a stall in a run's first minutes (a wrong flag, a dead server) comes with
+/// its few points; none below two.
+pub fn sparkline(history: &History, now: f64) -> Option<String> {
+    let t0 = now - WINDOW;
+    let series = history.run.get("tokens_per_second")?;
+    let span = history.covered_since(t0);
+    let step = (span / 48.0).max(history.resolution);
+    let rate: Vec<f64> = series
+        .since(t0, step)
+        .into_iter()
+        .map(|(_, v)| f64::from(v))
+        .collect();
+    (rate.len() >= 2).then(|| {
+        format!(
+            "tok/s, last {}: {}",
+            crate::human::human(span),
+            crate::human::sparkline(&rate)
+        )
+    })
+}
+
 /// Renders the chart; `shade` are the spans (start, end) to shade, the alert's time. `None`:
 /// no history yet, nothing to draw (not a failure).
 pub fn render(
@@ -183,6 +205,46 @@ mod tests {
     #[test]
     fn no_history_is_no_picture_and_no_failure() {
         assert_eq!(render(&History::default(), &[], 1_800_000_000.0), Ok(None));
+    }
+
+    /// A run's history at 30 s for `points` points, as the recorder samples it.
+    fn sampled(points: u32) -> (History, f64) {
+        let mut history = History::default();
+        let start = 1_800_000_000.0;
+        let mut run = Run::new(&["log".into()]);
+        let mut parser = Parser::RunInference(RunInference);
+        for i in 0..points {
+            let t = start + f64::from(i) * 30.0;
+            let header = ["Processing: A".to_owned(), "A: 100000 prompts".to_owned()];
+            let progress = format!("  {}/100000 (0 err) 1.0 req/s avg_comp=200tok", i * 10);
+            let lines = if i == 0 { &header[..] } else { &[] };
+            for line in lines.iter().chain([&progress]) {
+                run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), t);
+            }
+            history.sample(&run, t);
+        }
+        (history, start + f64::from(points) * 30.0)
+    }
+
+    #[test]
+    fn the_sparkline_draws_what_history_there_is() {
+        // Minutes in (the rate needs a few reports first): what there is, not nothing.
+        let (history, now) = sampled(12);
+        let line = sparkline(&history, now).expect("a line from minutes of history");
+        let (label, drawn) = line.split_once(": ").unwrap();
+        assert!(
+            label.starts_with("tok/s, last ") && label.ends_with('m') && !label.contains('h'),
+            "{line}"
+        );
+        assert!((2..=12).contains(&drawn.chars().count()), "{line}");
+        // Hours in: at most 48 points over them.
+        let (history, now) = sampled(400);
+        let line = sparkline(&history, now).unwrap();
+        let drawn = line.split_once(": ").unwrap().1;
+        assert!((40..=49).contains(&drawn.chars().count()), "{line}");
+        // One point is no line.
+        let (history, now) = sampled(1);
+        assert_eq!(sparkline(&history, now), None);
     }
 
     #[test]

@@ -354,23 +354,9 @@ impl Engine {
         // for a picture.
         let history = self.run.locked().history.window(t0);
         let history = &history;
-        let rate: Vec<f64> = history
-            .run
-            .get("tokens_per_second")
-            .map(|s| {
-                s.since(t0, super::chart::WINDOW / 48.0)
-                    .into_iter()
-                    .map(|(_, v)| f64::from(v))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let email = if rate.len() >= 2 {
-            email.with_sparkline(&format!(
-                "tok/s, last 6 h: {}",
-                crate::human::sparkline(&rate)
-            ))
-        } else {
-            email
+        let email = match super::chart::sparkline(history, now) {
+            Some(line) => email.with_sparkline(&line),
+            None => email,
         };
         // Shaded: each alert from when it began to now (or to when it resolved).
         let shade: Vec<(f64, f64)> = notifications.iter().map(|n| (n.since, now)).collect();
