@@ -862,3 +862,92 @@ fn the_supervisors_restart_a_sidecar_that_exited_with_a_failure() {
         "the native sidecar restarts whenever it exits:\n{sidecar}"
     );
 }
+
+/// deploy/systemd/engine-liveness.{service,timer} verify, and the script they run restarts the
+/// engine's unit after three 503s in a row from `/-/engine`, not after two, not after a 200 in
+/// between, and not when the sidecar gives no answer.
+#[test]
+fn the_engine_liveness_timer_restarts_the_engine_after_three_503s_and_its_units_verify() {
+    use crate::common::receiver::{Receiver, Reply};
+    let analyze = require_tool("systemd-analyze", "systemd");
+    require_tool("curl", "curl");
+    let dir = temp_dir();
+    let script = repo_file("deploy/systemd/engine-liveness.sh");
+    let service = read_repo("deploy/systemd/engine-liveness.service");
+    let exec = "ExecStart=/usr/local/lib/pipeline-pulse/engine-liveness.sh";
+    assert!(service.contains(exec), "the unit's ExecStart moved");
+    let copy = dir.path().join("engine-liveness.service");
+    std::fs::write(
+        &copy,
+        service.replace(exec, &format!("ExecStart={}", script.display())),
+    )
+    .unwrap();
+    let timer = dir.path().join("engine-liveness.timer");
+    std::fs::write(&timer, read_repo("deploy/systemd/engine-liveness.timer")).unwrap();
+    let (ok, stdout, stderr) =
+        run_tool(Command::new(&analyze).arg("verify").arg(&copy).arg(&timer));
+    assert!(
+        ok && stdout.is_empty() && stderr.is_empty(),
+        "systemd-analyze verify:\n{stdout}{stderr}"
+    );
+
+    // A systemctl that writes down what it is asked.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let asked = dir.path().join("systemctl.log");
+    std::fs::write(
+        bin.join("systemctl"),
+        format!("#!/bin/sh\necho \"$@\" >> {}\n", asked.display()),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("systemctl"))
+        .status()
+        .unwrap();
+    let sidecar = Receiver::start(&[
+        Reply::Status(503),
+        Reply::Status(200),
+        Reply::Status(503),
+        Reply::Status(503),
+        Reply::Status(503),
+    ]);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tick = |url: &str| {
+        let out = Command::new("bash")
+            .arg(&script)
+            .env("PATH", &path)
+            .env("ENGINE_UNIT", "sglang.service")
+            .env("PULSE_URL", url)
+            .env("STATE_DIRECTORY", dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let restarts = || std::fs::read_to_string(&asked).unwrap_or_default();
+    let url = sidecar.url("");
+    for _ in 0..4 {
+        tick(&url);
+        assert_eq!(restarts(), "", "restarted before three 503s in a row");
+    }
+    let said = tick(&url);
+    assert_eq!(restarts(), "restart sglang.service\n");
+    assert!(
+        said.contains("judged sglang.service hung or down 3 times"),
+        "{said}"
+    );
+    assert!(sidecar.received().iter().all(|r| r.path == "/-/engine"));
+    // No answer at all: no verdict, nothing restarted.
+    let said = tick(&format!("http://127.0.0.1:{}", free_port()));
+    assert!(said.contains("no verdict"), "{said}");
+    assert_eq!(restarts(), "restart sglang.service\n");
+}

@@ -72,6 +72,11 @@ fn firing(sidecar: &Sidecar, alert: &str) -> bool {
     sidecar.metrics().get("pulse_alert_firing", &labels) == Some(1.0)
 }
 
+/// The sidecar's `/-/engine`, a supervisor's liveness probe: its status and reason.
+fn engine(sidecar: &Sidecar) -> (u16, String) {
+    try_http(sidecar.addr, "GET", "/-/engine", "").expect("/-/engine answers")
+}
+
 fn server_down_summary(sidecar: &Sidecar) -> Option<String> {
     let status = get_json(sidecar.addr, "/status")?;
     let alert = status["alerts"]
@@ -148,6 +153,7 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
             !firing(&sidecar, "ServerDown"),
             "ServerDown while starting: {status}"
         );
+        assert_eq!(engine(&sidecar).0, 200, "a starting engine is alive");
         health(port) == Some(200)
     });
     assert!(starting_seen, "the sidecar said the server was starting");
@@ -359,6 +365,10 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     );
     assert!(!firing(&sidecar, "Stalled") && !firing(&sidecar, "ServerDown"));
     assert_eq!(sidecar.metrics().get("pulse_server_up", ""), Some(1.0));
+    // Its supervisor's liveness probe says it, though SGLang's own /health may not yet.
+    let (code, why) = engine(&sidecar);
+    assert_eq!(code, 503, "{why}");
+    assert!(why.starts_with("ServerHung: "), "{why}");
     let mut stacks = None;
     wait_until("the scheduler's stacks", Duration::from_secs(60), || {
         stacks = get_json(sidecar.addr, "/api/stacks");
@@ -380,6 +390,7 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     wait_until("ServerHung resolved", Duration::from_secs(90), || {
         !firing(&sidecar, "ServerHung")
     });
+    assert_eq!(engine(&sidecar).0, 200, "alive again");
 
     // The HTTP process stopped: the kernel still completes handshakes on its port, and its
     // /health gives no answer. Not up within the health timeout (25 s: SGLang bounds its own

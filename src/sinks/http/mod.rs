@@ -76,7 +76,7 @@ async fn handle(
     peer: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    let open = req.uri().path() == "/-/healthy"
+    let open = matches!(req.uri().path(), "/-/healthy" | ENGINE)
         && state.web.as_ref().is_some_and(|w| w.health_without_auth);
     let mut resp = match web.and_then(|w| w.auth.as_ref()) {
         Some(auth) if !open && !auth.allows(req.headers().get(AUTHORIZATION)).await => {
@@ -157,7 +157,39 @@ const ROUTES: &[Route] = &[
         document: false,
         answer: ready_answer,
     },
+    Route {
+        path: ENGINE,
+        document: false,
+        answer: engine_answer,
+    },
 ];
+
+/// The inference engine's liveness, for its supervisor's probe (docs/alerts.md#liveness).
+const ENGINE: &str = "/-/engine";
+
+/// 503 while the sidecar judges the server hung or down (`ServerHung` or `ServerDown` firing:
+/// their thresholds and `for` are the grace, and a starting server is never down), else 200. A
+/// busy engine is neither: its requests run, or its counters move. Read from the alert engine's
+/// published view: no lock a scrape needs.
+fn engine_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
+    let view = state.alerts.get();
+    let judged = view
+        .alerts
+        .iter()
+        .find(|a| a.firing && matches!(a.alert.as_str(), "ServerHung" | "ServerDown"));
+    match judged {
+        Some(a) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            format!("{}: {}\n", a.alert, a.summary),
+        ),
+        None => (
+            StatusCode::OK,
+            TEXT,
+            "OK: the inference server is not judged hung or down\n".to_owned(),
+        ),
+    }
+}
 
 fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     // The metrics answer at their configured path, and only there.
