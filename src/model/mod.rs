@@ -191,9 +191,10 @@ pub struct Run {
     /// When the latest of them began, and the id of the run it replaced.
     #[serde(default)]
     pub run_started: Option<RunStarted>,
-    /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Kept across
-    /// restarts: a requeued job's sidecar tells the resumption from it.
-    #[serde(default)]
+    /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Not kept across
+    /// the sidecar's restarts: what the controller said then (a job ending, the warning) is no
+    /// word on the job now, and a requeued job's environment says its restarts.
+    #[serde(skip)]
     pub slurm: Option<slurm::SlurmJob>,
 }
 

@@ -209,6 +209,23 @@ mod tests {
         assert_eq!(JobEnv::from_vars([("SLURM_JOB_ID", "4x")]), None);
     }
 
+    /// A sidecar restarted (a requeued job's) starts from the job as it is now: the last
+    /// life's "ending" and "cancelled" are not restored with the run.
+    #[test]
+    fn what_the_controller_said_is_not_restored_after_a_restart() {
+        let run = Run {
+            slurm: Some(SlurmJob {
+                terminated_inside: true,
+                warned_at: Some(5.0),
+                ..SlurmJob::default()
+            }),
+            ..Run::default()
+        };
+        let saved = serde_json::to_string(&run).unwrap();
+        let restored: Run = serde_json::from_str(&saved).unwrap();
+        assert_eq!(restored.slurm, None);
+    }
+
     #[test]
     fn the_controller_tells_how_slurm_ended_it() {
         let job = |state: &str, restarts: u32| SlurmJob {
