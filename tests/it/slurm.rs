@@ -353,11 +353,15 @@ fn the_sbatch_template_runs_the_sidecar_inside_the_job_and_tells_its_warning_and
     assert_eq!(run_label["run"], format!("slurm-{job}"));
 
     // SLURM's warning, 60 s (to 90 s) before the limit: the batch shell passes it on.
+    // When it ends is the controller's word ("ends at 08:07Z"); a controller that has not
+    // answered yet leaves "ends within minutes".
     let ending = wait_told(&hook, "SlurmJobEnding", Duration::from_secs(120));
     let summary = ending["annotations"]["summary"].as_str().unwrap();
+    let slurm = get_json(addr, "/status").map(|s| s["slurm"].clone());
     assert!(
-        summary.starts_with(&format!("SLURM job {job} ends at ")),
-        "{summary}"
+        summary.starts_with(&format!("SLURM job {job} ends "))
+            && summary.ends_with(": its warning signal came"),
+        "{summary}; /status slurm: {slurm:?}"
     );
 
     // Cancelled: the sidecar gets SIGTERM with the rest of the job, asks the controller,
