@@ -6,6 +6,7 @@
 use crate::common::*;
 use pipeline_pulse::collectors::of_family;
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
@@ -48,20 +49,12 @@ fn once(dir: &Path, args: &[&str]) -> String {
 /// `run --once ARGS` inside a SLURM job whose controller cannot be reached: the job from the
 /// environment, its ask counted as failed.
 fn once_in_a_job(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(BIN)
-        .current_dir(dir)
-        .args(["run", "--once"])
-        .args(args)
-        .env("SLURM_JOB_ID", "7")
-        .env("SLURM_CONF", dir.join("no-slurm.conf"))
-        .output()
-        .expect("run pipeline-pulse");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let conf = dir.join("no-slurm.conf");
+    let env = [
+        ("SLURM_JOB_ID", OsStr::new("7")),
+        ("SLURM_CONF", conf.as_os_str()),
+    ];
+    run_once_in(dir, args, &env).0
 }
 
 /// Every collector, as `docs/metrics.md` names them.

@@ -918,20 +918,14 @@ fn the_engine_liveness_timer_restarts_the_engine_after_three_503s_and_its_units_
         std::env::var("PATH").unwrap_or_default()
     );
     let tick = |url: &str| {
-        let out = Command::new("bash")
-            .arg(&script)
-            .env("PATH", &path)
-            .env("ENGINE_UNIT", "sglang.service")
-            .env("PULSE_URL", url)
-            .env("STATE_DIRECTORY", dir.path().join("state"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(
+            Command::new("bash")
+                .arg(&script)
+                .env("PATH", &path)
+                .env("ENGINE_UNIT", "sglang.service")
+                .env("PULSE_URL", url)
+                .env("STATE_DIRECTORY", dir.path().join("state")),
+        )
     };
     let restarts = || std::fs::read_to_string(&asked).unwrap_or_default();
     let url = sidecar.url("");

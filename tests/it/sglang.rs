@@ -204,16 +204,12 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
 
     // A driver sending concurrent requests (the run's first partition; another follows): the
     // figures as SGLang's own /metrics says them, at a moment both agree on.
-    let mut driver = Group(
-        Command::new(&python)
-            .arg(Path::new(PEERS).join("vllm_driver.py"))
-            .arg(&run)
-            .args([&port.to_string(), path_str(&model), "240", "6", "48"])
-            .env("PULSE_MORE", "1")
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap(),
+    let mut driver = batch_driver(
+        &python,
+        &run,
+        (port, &model),
+        [240, 6, 48],
+        &[("PULSE_MORE", "1")],
     );
     let figure = |ours: &str, theirs: &str| {
         wait_figure(&sidecar, port, ours, theirs, Duration::from_secs(90))
@@ -322,28 +318,13 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // A second partition, paced so it outlasts the faults, whose driver retries what fails
     // (as the seed's does while its server restarts): a server fault while the run waits on
     // it pages; the run resumes on a restarted server and ends with exact counts.
-    const B2: usize = 360;
-    let _b2 = Group(
-        Command::new(&python)
-            .arg(Path::new(PEERS).join("vllm_driver.py"))
-            .arg(&run)
-            .args([
-                &port.to_string(),
-                path_str(&model),
-                &B2.to_string(),
-                "6",
-                "48",
-            ])
-            .envs([
-                ("PULSE_PARTITION", "B2"),
-                ("PULSE_RETRY", "1"),
-                ("PULSE_PACE", "3"),
-            ])
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap(),
-    );
+    const B2: u32 = 360;
+    let b2_switches = [
+        ("PULSE_PARTITION", "B2"),
+        ("PULSE_RETRY", "1"),
+        ("PULSE_PACE", "3"),
+    ];
+    let _b2 = batch_driver(&python, &run, (port, &model), [B2, 6, 48], &b2_switches);
     wait_until("B2 under way", Duration::from_secs(60), || {
         sidecar
             .metrics()

@@ -310,25 +310,20 @@ fn the_sbatch_template_runs_the_sidecar_inside_the_job_and_tells_its_warning_and
         path_str(&file_sd),
         path_str(&config)
     );
-    let out = cluster
-        .command("sbatch")
-        .args(["--parsable", "-t", "2", "--signal=B:USR1@60", &export])
-        .arg(repo_file("deploy/slurm/pipeline-pulse.sbatch"))
-        .args([
-            "/usr/bin/python3",
-            DRIVER,
-            path_str(&run.join("run.log")),
-            "1000",
-            "2",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        cluster
+            .command("sbatch")
+            .args(["--parsable", "-t", "2", "--signal=B:USR1@60", &export])
+            .arg(repo_file("deploy/slurm/pipeline-pulse.sbatch"))
+            .args([
+                "/usr/bin/python3",
+                DRIVER,
+                path_str(&run.join("run.log")),
+                "1000",
+                "2",
+            ]),
     );
-    let job: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let job: u64 = out.trim().parse().unwrap();
 
     let sd = file_sd.join(format!("pipeline-pulse-{job}.json"));
     let target = poll("the file_sd entry", Duration::from_secs(60), || {

@@ -115,16 +115,7 @@ fn a_real_vllm_served_stopped_resumed_and_killed() {
     let server_pid = server.0.id();
     let core = child_titled(server_pid, "EngineCore").expect("vllm serve has an EngineCore child");
 
-    let _driver = Group(
-        Command::new(&python)
-            .arg(Path::new(PEERS).join("vllm_driver.py"))
-            .arg(&run)
-            .args([&port.to_string(), path_str(&model), "100000", "8", "200"])
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap(),
-    );
+    let _driver = batch_driver(&python, &run, (port, &model), [100_000, 8, 200], &[]);
     let mail = SmtpServer::start(free_port(), &dir.path().join("mail"), "plain", None);
     let config = dir.path().join("pulse.toml");
     std::fs::write(

@@ -2,6 +2,7 @@
 //! orchestrators. [`serve`] owns the connections; this file answers requests.
 
 use crate::model::{AlertView, Run};
+use crate::rules::AlertName;
 use crate::sinks::metrics::{self, Exposition};
 use crate::sinks::status::Status;
 use crate::sinks::web_config::Active;
@@ -173,10 +174,10 @@ const ENGINE: &str = "/-/engine";
 /// published view: no lock a scrape needs.
 fn engine_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
     let view = state.alerts.get();
-    let judged = view
-        .alerts
-        .iter()
-        .find(|a| a.firing && matches!(a.alert.as_str(), "ServerHung" | "ServerDown"));
+    let judged = view.alerts.iter().find(|a| {
+        let judged = [AlertName::ServerHung, AlertName::ServerDown];
+        a.firing && AlertName::parse(&a.alert).is_some_and(|n| judged.contains(&n))
+    });
     match judged {
         Some(a) => (
             StatusCode::SERVICE_UNAVAILABLE,

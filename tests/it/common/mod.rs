@@ -3,6 +3,7 @@
 //! Waiting is done by polling an observable condition with a deadline, never by a fixed sleep:
 //! a test is as fast as the sidecar and fails with a message when it is not.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -632,18 +633,56 @@ pub fn run_once(cwd: &Path, args: &[&str]) -> Metrics {
 
 /// `run --once ARGS` from `cwd`, the GPUs as `ARGS` say.
 pub fn run_once_with(cwd: &Path, args: &[&str]) -> Metrics {
-    let out = no_slurm_job(&mut Command::new(BIN))
-        .current_dir(cwd)
-        .args(["run", "--once"])
-        .args(args)
-        .output()
-        .expect("run pipeline-pulse");
+    run_once_in(cwd, args, &[])
+}
+
+/// [`run_once_with`] with these environment variables set (a SLURM job's, say).
+pub fn run_once_in(cwd: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Metrics {
+    let mut command = Command::new(BIN);
+    command.envs(env.iter().copied());
+    Metrics(stdout_of(
+        no_slurm_job(&mut command)
+            .current_dir(cwd)
+            .args(["run", "--once"])
+            .args(args),
+    ))
+}
+
+/// What `command` prints, once it has succeeded (its errors in the failure's message).
+pub fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().expect("run the command");
     assert!(
         out.status.success(),
-        "{}",
+        "{command:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Metrics(String::from_utf8(out.stdout).unwrap())
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `tests/peers/vllm_driver.py` in a process group of its own: `[prompts, concurrency,
+/// max_tokens]` completions to the OpenAI API on `port`, its log and records in `run`; `env`
+/// its switches (`PULSE_PARTITION`, `PULSE_RETRY`, `PULSE_PACE`, `PULSE_MORE`).
+pub fn batch_driver(
+    python: &Path,
+    run: &Path,
+    (port, model): (u16, &Path),
+    shape: [u32; 3],
+    env: &[(&str, &str)],
+) -> Group {
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
+    Group(
+        Command::new(python)
+            .arg(peers.join("vllm_driver.py"))
+            .arg(run)
+            .arg(port.to_string())
+            .arg(model)
+            .args(shape.map(|n| n.to_string()))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start tests/peers/vllm_driver.py"),
+    )
 }
 
 /// Debian names the Alertmanager server `prometheus-alertmanager`; upstream `alertmanager`.
