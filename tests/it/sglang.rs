@@ -287,17 +287,19 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // The idle server's generating /health made slow: its scheduler stopped for 15 s with
     // nothing to run, so the health ask waits for it and then answers 200. Slow but answering
     // (within the timeout) is up; nothing pages.
-    let asked = std::thread::spawn(move || {
-        let started = Instant::now();
-        (health(port), started.elapsed())
-    });
     let rounds = |sidecar: &Sidecar| {
         sidecar
             .metrics()
             .get("pulse_alert_rounds_total", "outcome=\"evaluated\"")
     };
+    // Stopped first, asked after: on a fast machine an ask sent first could get its token
+    // before the stop lands.
     signal(sched, libc::SIGSTOP);
     let stopped = Instant::now();
+    let asked = std::thread::spawn(move || {
+        let started = Instant::now();
+        (health(port), started.elapsed())
+    });
     while stopped.elapsed() < Duration::from_secs(15) {
         let m = sidecar.metrics();
         assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{}", m.0);
