@@ -166,7 +166,7 @@ mod tests {
         let state = StateDir::open(&dir.path().join("nested/state")).unwrap();
         assert!(state.load().is_none());
         let mut run = Run::new(&["a.log".into()]);
-        run.logs[0].lines = 42;
+        run.logs_mut()[0].lines = 42;
         let snap = Snapshot::new(
             run,
             vec![LogPosition {
@@ -182,7 +182,7 @@ mod tests {
         );
         state.save(&snap).unwrap();
         let back = state.load().unwrap();
-        assert_eq!(back.run.logs[0].lines, 42);
+        assert_eq!(back.run.logs()[0].lines, 42);
         assert_eq!(back.logs[0].stats.rotations, 2);
 
         fs::write(state.snapshot_path(), b"{\"version\":1,\"run\":").unwrap();

@@ -341,7 +341,7 @@ fn status_from_files(config: &Config) -> anyhow::Result<Status> {
     let run = sidecar::read_once(config)?;
     let run = run.locked();
     if let Some((name, _)) = run
-        .collectors
+        .collectors()
         .iter()
         .find(|(collector, c)| !c.up && [Collector::Log, Collector::Outputs].contains(collector))
     {

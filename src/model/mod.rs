@@ -4,6 +4,7 @@
 //! argument and nothing here reads a clock, a file or a socket, so every behaviour is testable
 //! without sleeping.
 
+mod access;
 mod discovery;
 mod evidence;
 mod gpu;
@@ -17,6 +18,7 @@ mod records;
 mod server_log;
 pub mod slurm;
 pub mod stacks;
+mod updates;
 mod window;
 
 pub use discovery::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
@@ -31,6 +33,7 @@ pub use plan::{Deadline, Plan, Projection, BAND_WINDOWS, BAND_WINDOW_POINTS};
 pub use recent::RecentLines;
 pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_RECORDS, TRUNCATED};
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
+pub use updates::TailCounts;
 pub use window::Window;
 
 use crate::collectors::Collector;
@@ -65,137 +68,133 @@ pub struct OutputFiles {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Run {
     /// `Model:` from the log, for `pulse_pipeline_info`.
-    pub model_name: Option<String>,
+    model_name: Option<String>,
     /// The driver's log said the whole run is done, and no partition began after.
     #[serde(default)]
-    pub complete_said: bool,
-    pub partitions: BTreeMap<String, Partition>,
-    pub logs: Vec<LogStats>,
+    complete_said: bool,
+    partitions: BTreeMap<String, Partition>,
+    logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
     #[serde(skip)]
-    pub collectors: BTreeMap<Collector, CollectorState>,
+    collectors: BTreeMap<Collector, CollectorState>,
     /// The collectors switched on (`collectors`): the families of the others are not
     /// exported, even where a snapshot holds figures of theirs.
     #[serde(skip)]
-    pub collectors_on: crate::collectors::Collectors,
+    collectors_on: crate::collectors::Collectors,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
-    pub recent_lines: RecentLines,
+    recent_lines: RecentLines,
     /// Output files by path. The output source keeps its own snapshot of these.
     #[serde(skip)]
-    pub outputs: BTreeMap<String, OutputFile>,
+    outputs: BTreeMap<String, OutputFile>,
     /// Goes up with every change to `outputs` made through [`Run::set_output_file`].
     #[serde(skip)]
-    pub outputs_generation: u64,
+    outputs_generation: u64,
     /// `outputs` summed per partition, as of [`Run::refresh_output_totals`]: with ten thousand
     /// files, summing them at every scrape and every rule round is most of an idle sidecar's
     /// work, and they change only when a file does.
     #[serde(skip)]
-    pub output_totals: outputs::OutputTotals,
+    output_totals: outputs::OutputTotals,
     /// Input files (planned requests) by path.
     #[serde(skip)]
-    pub inputs: BTreeMap<String, InputFile>,
+    inputs: BTreeMap<String, InputFile>,
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
-    pub output_tokens: BTreeMap<String, Window>,
+    output_tokens: BTreeMap<String, Window>,
     /// The log lines read when the output tokens were last noted in full.
     #[serde(skip)]
     lines_at_output_note: u64,
     /// The latest GPU reading; `None` until one succeeded.
     #[serde(skip)]
-    pub gpus: Option<GpuReading>,
+    gpus: Option<GpuReading>,
     /// Critical XID errors per (GPU UUID, code label) since the sidecar started.
     #[serde(skip)]
-    pub xid_errors: BTreeMap<(String, String), u64>,
+    xid_errors: BTreeMap<(String, String), u64>,
     /// The last XID code per GPU UUID, for the `GpuLost` email.
     #[serde(skip)]
-    pub last_xid: BTreeMap<String, u64>,
+    last_xid: BTreeMap<String, u64>,
     /// The GPU sampler is past its deadline: an NVML call has not returned since this time.
     /// The last reading is stale then, and its figures are not exported.
     #[serde(skip)]
-    pub gpu_hung_since: Option<Seconds>,
+    gpu_hung_since: Option<Seconds>,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
-    pub process: Option<ProcessState>,
+    process: Option<ProcessState>,
     /// The inference server, when a probe for it is configured.
     #[serde(skip)]
-    pub server: Option<ServerState>,
+    server: Option<ServerState>,
     /// The inference server's own log, when one is followed.
     #[serde(default)]
-    pub server_log: ServerLogState,
+    server_log: ServerLogState,
     /// When the server was last seen generating (running requests, tok/s above zero).
     #[serde(skip)]
-    pub server_generating_at: Option<Seconds>,
+    server_generating_at: Option<Seconds>,
     /// When the server was last seen generating or with nothing to run: not hung.
     #[serde(skip)]
-    pub server_working_at: Option<Seconds>,
+    server_working_at: Option<Seconds>,
     /// When the server was first seen at all.
     #[serde(skip)]
-    pub server_seen_at: Option<Seconds>,
+    server_seen_at: Option<Seconds>,
     /// When the server was first probed, and whether its health check has passed since.
     #[serde(skip)]
     server_probed: Option<(Seconds, bool)>,
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
-    pub utc_offset: i64,
+    utc_offset: i64,
     /// Logs whose reads do not return (a hung mount), and since when: a cause of its own.
     #[serde(skip)]
-    pub hung_files: BTreeMap<String, Seconds>,
+    hung_files: BTreeMap<String, Seconds>,
     /// The output or input files (or globs) the output source's readers are in now, each
     /// under a number of its own (a glob can spell a path), and since their last progress: one
     /// that has made none for [`HUNG_AFTER`] seconds is hung. More than one when a reader
     /// stuck in a call that does not return was left behind.
     #[serde(skip)]
-    pub output_reading: BTreeMap<u64, (String, Seconds)>,
+    output_reading: BTreeMap<u64, (String, Seconds)>,
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
-    pub refused_files: std::collections::BTreeSet<String>,
+    refused_files: std::collections::BTreeSet<String>,
     /// How the output source holds and watches its files, as of its last pass.
     #[serde(skip)]
-    pub output_files: OutputFiles,
+    output_files: OutputFiles,
     /// The recent past at a fixed resolution; saved on its own (`history.json`).
     #[serde(skip)]
-    pub history: history::History,
+    history: history::History,
     /// Per partition, the first output write seen after its latest progress line.
     #[serde(skip)]
-    pub outputs_resumed: BTreeMap<String, Seconds>,
+    outputs_resumed: BTreeMap<String, Seconds>,
     /// Per partition, what its output files held when the driver's latest pass over it began.
     #[serde(skip)]
-    pub passes: BTreeMap<String, PassMark>,
+    passes: BTreeMap<String, PassMark>,
     /// Record ids remembered on the node, against `identity_cap`.
     #[serde(skip)]
-    pub identities_stored: usize,
+    identities_stored: usize,
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
-    pub discovered: Option<Discovered>,
-    /// The last stacks taken of the run's processes (kept in the state directory by the alert
-    /// engine, which takes them).
-    #[serde(skip)]
-    pub stacks: Option<std::sync::Arc<stacks::Captures>>,
+    discovered: Option<Discovered>,
     /// The deadline, budgets and price the run is held to (from the configuration).
     #[serde(skip)]
-    pub plan: Plan,
+    plan: Plan,
     /// GPU time the run has held while a partition was being processed.
     #[serde(default)]
-    pub gpu_seconds: f64,
+    gpu_seconds: f64,
     /// The run this node belongs to (from the configuration); `None` on a node with no run.
     #[serde(skip)]
-    pub identity: Option<crate::run_identity::RunLabel>,
+    identity: Option<crate::run_identity::RunLabel>,
     /// The run's id as the run-id source last read it (docs/many-nodes.md#run-ids), and the
     /// run it was read for (a count of [`Run::runs_started`]).
     #[serde(skip)]
-    pub run_id: Option<(String, u64)>,
+    run_id: Option<(String, u64)>,
     /// New runs begun in the progress log's place while it was followed: a log replaced or
     /// rewritten by one beginning with other first lines ([`Run::begin_new_run`]).
     #[serde(default)]
-    pub runs_started: u64,
+    runs_started: u64,
     /// When the latest of them began, and the id of the run it replaced.
     #[serde(default)]
-    pub run_started: Option<RunStarted>,
+    run_started: Option<RunStarted>,
     /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Not kept across
     /// the sidecar's restarts: what the controller said then (a job ending, the warning) is no
     /// word on the job now, and a requeued job's environment says its restarts.
     #[serde(skip)]
-    pub slurm: Option<slurm::SlurmJob>,
+    slurm: Option<slurm::SlurmJob>,
 }
 
 /// A new run in the progress log's place, for the `RunStarted` notice.
@@ -273,6 +272,9 @@ pub struct AlertView {
     pub chart_failures: u64,
     /// When the heartbeat's outside service last took a ping.
     pub heartbeat_last_success: Option<Seconds>,
+    /// The last stacks taken of the run's processes (kept in the state directory by the alert
+    /// engine, which takes them when a stuck run's alert fires).
+    pub stacks: Option<std::sync::Arc<stacks::Captures>>,
 }
 
 /// Rounds of the alert engine since the sidecar started.

@@ -179,6 +179,75 @@ impl Run {
     pub fn job_ended(&self) -> Option<Ended> {
         self.slurm.as_ref()?.ended()
     }
+
+    /// The job's environment read again between asks: a requeue's count may be newer than
+    /// the controller's last answer.
+    pub fn slurm_env_seen(&mut self, env: &JobEnv) {
+        if let Some(job) = self.slurm.as_mut() {
+            job.env.restart_count = job.env.restart_count.max(env.restart_count);
+        }
+    }
+
+    /// What the controller answered about the job `env` names (read from `from`; empty when
+    /// the known job is asked about again), or why it did not. Another job id starts afresh;
+    /// returns whether it did.
+    pub fn slurm_answer(
+        &mut self,
+        env: JobEnv,
+        from: String,
+        answer: Result<(Option<JobState>, Option<ArrayTasks>), String>,
+        now: Seconds,
+    ) -> bool {
+        let job = self.slurm.get_or_insert_with(SlurmJob::default);
+        let new = job.env.job_id != env.job_id;
+        if new {
+            *job = SlurmJob::default();
+        }
+        if !from.is_empty() {
+            job.from = from;
+        }
+        job.env = env;
+        match answer {
+            Ok((state, array)) => {
+                // A job no longer listed (past MinJobAge) keeps its last known state.
+                if state.is_some() {
+                    job.controller = state;
+                }
+                job.array = array.or(job.array);
+                job.answered_at = Some(now);
+                job.error = None;
+            }
+            Err(e) => {
+                job.error = Some(e);
+                job.errors += 1;
+            }
+        }
+        new
+    }
+
+    /// The job's warning signal arrived at `now`; returns the job's id, where one is known.
+    pub fn slurm_warned(&mut self, now: Seconds) -> Option<String> {
+        let job = self.slurm.as_mut()?;
+        job.warned_at = Some(now);
+        Some(job.env.job_id.clone())
+    }
+
+    /// What the controller said as the sidecar stops; `inside`: SLURM's SIGTERM reached a
+    /// sidecar inside the job.
+    pub fn slurm_last_answer(
+        &mut self,
+        state: JobState,
+        array: Option<ArrayTasks>,
+        inside: bool,
+        now: Seconds,
+    ) {
+        if let Some(job) = self.slurm.as_mut() {
+            job.terminated_inside = inside && state.state == "COMPLETING";
+            job.controller = Some(state);
+            job.array = array.or(job.array);
+            job.answered_at = Some(now);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use super::stall::{judge_stall, stall_cause, Stall};
 use super::{AlertName, Condition, History, RuleConfig, Rules, RATE_WINDOW};
 use crate::human::human;
+use crate::model::stacks::Captures;
 use crate::model::{OutputStats, PartitionView, RecentCounts, Run, Seconds};
 
 /// Fewer requests than this in the window is too small a sample to alarm on.
@@ -13,6 +14,8 @@ const MIN_SAMPLE: u64 = 50;
 /// What every check looks at.
 pub struct Judged<'a> {
     pub run: &'a Run,
+    /// The last stacks the alert engine took of the run's processes.
+    pub stacks: Option<&'a Captures>,
     /// The partitions of this run (another run's leftover files raise nothing: they are shown
     /// apart, not judged).
     pub views: Vec<PartitionView<'a>>,
@@ -49,7 +52,7 @@ pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .filter(|v| !v.reached_plan())
         .filter_map(|v| match judge_stall(run, v, stall_after, now)? {
             Stall::Stalled { seconds, threshold } => {
-                let (cause, why) = stall_cause(run, now - seconds, now);
+                let (cause, why) = stall_cause(run, j.stacks, now - seconds, now);
                 Some(condition(
                     AlertName::Stalled,
                     Some(v.name),
@@ -73,7 +76,7 @@ pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .run_stall_seconds(&j.views, now)
         .filter(|s| *s > stall_after)
     {
-        let (cause, why) = match stall_cause(run, now - seconds, now) {
+        let (cause, why) = match stall_cause(run, j.stacks, now - seconds, now) {
             ("process gone", why) => ("driver gone", why),
             (cause @ ("server down" | "driver deadlocked" | "driver stopped"), why) => (cause, why),
             _ => (
@@ -124,7 +127,7 @@ pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     // A log's last report may be stale (SGLang prints nothing once idle): it is believed
     // while the client waits for results, that is while a partition is active.
     let believed = run
-        .server
+        .server()
         .as_ref()
         .is_some_and(|s| s.running_requests.is_some())
         || run.any_active();
@@ -155,7 +158,7 @@ pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
 // run's end, not incidents.
 
 pub(super) fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(process) = &j.run.process else {
+    let Some(process) = &j.run.process() else {
         return Vec::new();
     };
     if process.up || j.run.finished(&j.views) {
@@ -173,7 +176,7 @@ pub(super) fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(server) = &j.run.server else {
+    let Some(server) = &j.run.server() else {
         return Vec::new();
     };
     let dead = j.run.engine_dead();
@@ -190,11 +193,11 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .unwrap_or_else(|| "The health check failed.".into());
     let said = j
         .run
-        .server_log
+        .server_log()
         .last_words()
         .map(|w| format!(" Its log said last: {w}"))
         .unwrap_or_default();
-    let (summary, description) = match (j.run.server_log.crashed(), dead) {
+    let (summary, description) = match (j.run.server_log().crashed(), dead) {
         (_, Some(dead)) => (
             "the inference server's engine crashed behind its live API".into(),
             format!("The server's front end still runs, but {dead}: nothing it accepts is served, and its gauges are frozen where they were (not exported).{said} {probe}"),
@@ -216,12 +219,12 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(since) = j.run.gpu_hung_since else {
+    let Some(since) = j.run.gpu_hung_since() else {
         return Vec::new();
     };
     let last = j
         .run
-        .gpus
+        .gpus()
         .as_ref()
         .map_or("no reading yet".to_owned(), |g| {
             format!("the last reading is {} old", human(j.now - g.at))
@@ -235,7 +238,7 @@ pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(gpus) = &j.run.gpus else {
+    let Some(gpus) = &j.run.gpus() else {
         return Vec::new();
     };
     let lost: Vec<_> = gpus.devices.iter().filter(|g| g.lost).collect();
@@ -247,7 +250,7 @@ pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .map(|g| {
             let xid = j
                 .run
-                .last_xid
+                .last_xid()
                 .get(&g.uuid)
                 .map_or("no XID seen".to_owned(), |x| format!("last XID {x}"));
             let procs = if g.processes.is_empty() {
@@ -279,7 +282,7 @@ pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
-    let (Some(gpus), threshold) = (&j.run.gpus, rule.threshold) else {
+    let (Some(gpus), threshold) = (&j.run.gpus(), rule.threshold) else {
         return Vec::new();
     };
     // An engine put to sleep has let go of its GPUs on purpose.
@@ -289,7 +292,7 @@ pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     // A lost GPU's figures are its last ones, and a stale reading's are old: neither says
     // the GPUs are idle now.
     let readable: Vec<_> = gpus.devices.iter().filter(|g| !g.failing).collect();
-    let idle = j.run.gpu_hung_since.is_none()
+    let idle = j.run.gpu_hung_since().is_none()
         && !readable.is_empty()
         && readable
             .iter()
@@ -310,7 +313,7 @@ pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
-    let Some(gpus) = &j.run.gpus else {
+    let Some(gpus) = &j.run.gpus() else {
         return Vec::new();
     };
     let expected = match rule.threshold as usize {
@@ -480,7 +483,7 @@ pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .run
         .deadline_or_job_end()
         .filter(|(_, of_job)| *of_job)
-        .and(j.run.slurm.as_ref());
+        .and(j.run.slurm().as_ref());
     let (what, act) = match job {
         Some(job) => (
             format!("its SLURM job {}'s time limit", job.env.job_id),
@@ -602,17 +605,17 @@ pub(super) fn run_finished_notice(j: &Judged<'_>, _: RuleConfig) -> Vec<Conditio
             "{}\nWall time {}; GPU time {:.1} GPU-hours.",
             details.join("\n"),
             human(run_wall_time(j.run).unwrap_or(0.0)),
-            j.run.gpu_seconds / 3600.0
+            j.run.gpu_seconds() / 3600.0
         ),
     )]
 }
 
 /// A new run in the log's place, once its id is read (the notice says it).
 pub(super) fn run_started(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let (Some(started), Some((id, read_for))) = (&j.run.run_started, &j.run.run_id) else {
+    let (Some(started), Some((id, read_for))) = (&j.run.run_started(), &j.run.run_id()) else {
         return Vec::new();
     };
-    if *read_for != j.run.runs_started {
+    if *read_for != j.run.runs_started() {
         return Vec::new();
     }
     let before = started
@@ -649,12 +652,12 @@ pub(super) fn run_finished(run: &Run, views: &[PartitionView<'_>]) -> bool {
 
 fn run_wall_time(run: &Run) -> Option<f64> {
     let start = run
-        .partitions
+        .partitions()
         .values()
         .filter_map(|p| p.started_at)
         .reduce(f64::min)?;
     let end = run
-        .partitions
+        .partitions()
         .values()
         .filter_map(|p| p.last_progress_at)
         .reduce(f64::max)?;
@@ -693,7 +696,7 @@ fn partition_summary(v: &PartitionView<'_>) -> String {
 /// left and what to do, never as a crash (docs/slurm.md).
 pub(super) fn slurm_job_ended(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     use crate::model::slurm::Ended;
-    let (Some(job), Some(ended)) = (&j.run.slurm, j.run.job_ended()) else {
+    let (Some(job), Some(ended)) = (&j.run.slurm(), j.run.job_ended()) else {
         return Vec::new();
     };
     if run_finished(j.run, &j.views) {
@@ -730,7 +733,7 @@ pub(super) fn slurm_job_ended(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 
 /// SLURM's warning before the job's end reached the sidecar: the last moment to extend it.
 pub(super) fn slurm_job_ending(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(job) = &j.run.slurm else {
+    let Some(job) = &j.run.slurm() else {
         return Vec::new();
     };
     if job.warned_at.is_none() || job.ended().is_some() || run_finished(j.run, &j.views) {
@@ -757,7 +760,7 @@ pub(super) fn slurm_job_ending(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> 
 
 /// The run's job runs again after a requeue: the same run, carried on.
 pub(super) fn slurm_job_resumed(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(job) = &j.run.slurm else {
+    let Some(job) = &j.run.slurm() else {
         return Vec::new();
     };
     let restarts = job.restarts();

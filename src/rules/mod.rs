@@ -5,6 +5,7 @@ mod checks;
 mod stall;
 mod table;
 
+use crate::model::stacks::Captures;
 use crate::model::{Run, Seconds};
 pub use alert_name::{AlertName, Condition};
 use checks::Judged;
@@ -85,7 +86,7 @@ const THROUGHPUT_SAMPLES: usize = 7 * 24 * 60;
 impl History {
     pub fn record(&mut self, run: &Run, now: Seconds) {
         let working = run.any_active();
-        if let Some(gpus) = &run.gpus {
+        if let Some(gpus) = &run.gpus() {
             self.max_gpus = self.max_gpus.max(gpus.devices.len());
         }
         if !working {
@@ -129,10 +130,18 @@ impl History {
     }
 }
 
-/// Every condition that holds now: each enabled rule of [`TABLE`], in its order.
-pub fn evaluate(run: &Run, rules: &Rules, history: &History, now: Seconds) -> Vec<Condition> {
+/// Every condition that holds now: each enabled rule of [`TABLE`], in its order. `stacks`:
+/// the last the alert engine took of the run's processes, which may name a stall's cause.
+pub fn evaluate(
+    run: &Run,
+    stacks: Option<&Captures>,
+    rules: &Rules,
+    history: &History,
+    now: Seconds,
+) -> Vec<Condition> {
     let judged = Judged {
         run,
+        stacks,
         views: run.current_views(),
         rules,
         history,

@@ -2,7 +2,7 @@
 //! share, from the partition's evidence of work and what the probes and the server's log say.
 
 use crate::human::human;
-use crate::model::stacks::Verdict;
+use crate::model::stacks::{Captures, Verdict};
 use crate::model::{PartitionView, Run, Seconds};
 
 /// A partition whose progress lines come this many median gaps late is stalled (when that is
@@ -51,8 +51,13 @@ pub(super) fn judge_stall(
 /// The likely cause of a stall that began at `since`, from what the probes and the server's
 /// log say, refined by the driver's stacks where they were taken during it
 /// (docs/alerts.md#stacks).
-pub(super) fn stall_cause(run: &Run, since: Seconds, now: Seconds) -> (&'static str, String) {
-    let stacks = run.stacks.as_ref().and_then(|s| s.driver_verdict(since));
+pub(super) fn stall_cause(
+    run: &Run,
+    stacks: Option<&Captures>,
+    since: Seconds,
+    now: Seconds,
+) -> (&'static str, String) {
+    let stacks = stacks.and_then(|s| s.driver_verdict(since));
     if let Some((path, since)) = run.hung(now).into_iter().next() {
         return (
             "file system hung",
@@ -62,7 +67,7 @@ pub(super) fn stall_cause(run: &Run, since: Seconds, now: Seconds) -> (&'static 
             ),
         );
     }
-    if run.process.as_ref().is_some_and(|p| !p.up) {
+    if run.process().as_ref().is_some_and(|p| !p.up) {
         return ("process gone", "The driver process is not running.".into());
     }
     match stacks {
@@ -76,7 +81,7 @@ pub(super) fn stall_cause(run: &Run, since: Seconds, now: Seconds) -> (&'static 
         ),
         _ => {}
     }
-    if let Some(fatal) = run.server_log.crashed() {
+    if let Some(fatal) = run.server_log().crashed() {
         return (
             "server crashed",
             format!(
@@ -112,13 +117,13 @@ fn server_cause(
     now: Seconds,
 ) -> Option<(&'static str, String)> {
     let figures = run.server_figures();
-    if run.server.is_none() && figures.running.is_none() {
+    if run.server().is_none() && figures.running.is_none() {
         return None;
     }
     match (figures.running, figures.queued) {
         (Some(running), queued) if run.server_stuck(now) => {
             let claimed = run
-                .server
+                .server()
                 .as_ref()
                 .and_then(|s| s.claimed_tokens_per_second)
                 .filter(|c| *c > 0.0);

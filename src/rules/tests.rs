@@ -34,7 +34,7 @@ fn alerts(conditions: &[Condition]) -> Vec<(AlertName, Option<&str>)> {
 }
 
 fn eval(run: &Run, now: Seconds) -> Vec<Condition> {
-    evaluate(run, &Rules::default(), &History::default(), now)
+    evaluate(run, None, &Rules::default(), &History::default(), now)
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn a_backlog_read_at_once_does_not_hide_a_slow_reporter() {
     }
     let lines: Vec<(Seconds, &str)> = lines.iter().map(|(t, l)| (*t, l.as_str())).collect();
     feed(&mut run, &lines);
-    assert_eq!(run.partitions["B1"].median_progress_gap(), Some(300.0));
+    assert_eq!(run.partitions()["B1"].median_progress_gap(), Some(300.0));
     assert!(eval(&run, T0 + 900.0 + 20.0 * 60.0).is_empty());
 }
 
@@ -100,11 +100,11 @@ fn stall_causes_from_the_evidence() {
     let cause = |run: &Run| eval(run, stalled_at)[0].summary.clone();
 
     let mut run = active_run();
-    run.process = Some(ProcessState::default());
+    *run.process_mut() = Some(ProcessState::default());
     assert!(cause(&run).contains("process gone"));
 
     let mut run = active_run();
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(false),
         ..ServerState::default()
     });
@@ -112,7 +112,7 @@ fn stall_causes_from_the_evidence() {
     assert!(alerts(&c).contains(&(AlertName::ServerDown, None)));
     assert!(c.iter().any(|c| c.summary.contains("server down")));
     // The same server, when it is only discovery's guess, is never paged about.
-    run.discovered = Some(crate::model::Discovered {
+    *run.discovered_mut() = Some(crate::model::Discovered {
         server: Some(crate::model::DiscoveredServer {
             pid: 7,
             engine: "vllm".into(),
@@ -127,7 +127,7 @@ fn stall_causes_from_the_evidence() {
     assert!(!alerts(&eval(&run, stalled_at)).contains(&(AlertName::ServerDown, None)));
 
     let mut run = active_run();
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(true),
         running_requests: Some(150.0),
         queued_requests: Some(0.0),
@@ -135,26 +135,32 @@ fn stall_causes_from_the_evidence() {
     });
     assert!(cause(&run).contains("server busy, nothing written"));
 
-    run.server.as_mut().unwrap().generation_tokens_per_second = Some(1300.0);
+    run.server_mut()
+        .as_mut()
+        .unwrap()
+        .generation_tokens_per_second = Some(1300.0);
     assert!(cause(&run).contains("server busy, nothing written"));
-    run.server.as_mut().unwrap().generation_tokens_per_second = Some(0.0);
+    run.server_mut()
+        .as_mut()
+        .unwrap()
+        .generation_tokens_per_second = Some(0.0);
     assert!(cause(&run).contains("server hung"));
 
     // The gauge claims work while the counter stands still: frozen behind a live front end.
-    run.server.as_mut().unwrap().claimed_tokens_per_second = Some(1300.0);
+    run.server_mut().as_mut().unwrap().claimed_tokens_per_second = Some(1300.0);
     let frozen = &eval(&run, stalled_at)[0];
     assert!(
         frozen.summary.contains("server hung (metrics frozen)"),
         "{frozen:?}"
     );
     assert!(frozen.details.contains("1300 tok/s"), "{frozen:?}");
-    run.server.as_mut().unwrap().claimed_tokens_per_second = None;
+    run.server_mut().as_mut().unwrap().claimed_tokens_per_second = None;
 
     // Running none while requests wait, and nothing generated: frozen too, not idle.
-    run.server.as_mut().unwrap().running_requests = Some(0.0);
-    run.server.as_mut().unwrap().queued_requests = Some(12.0);
+    run.server_mut().as_mut().unwrap().running_requests = Some(0.0);
+    run.server_mut().as_mut().unwrap().queued_requests = Some(12.0);
     assert!(cause(&run).contains("server hung"), "{}", cause(&run));
-    run.server.as_mut().unwrap().queued_requests = Some(0.0);
+    run.server_mut().as_mut().unwrap().queued_requests = Some(0.0);
 
     assert!(cause(&run).contains("server idle, client waiting"));
 
@@ -181,7 +187,7 @@ fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
     let mut process = ProcessState::default();
     process.observe(Some(7), T0);
     process.observe(None, T0 + 70.0);
-    run.process = Some(process.clone());
+    *run.process_mut() = Some(process.clone());
     let c = eval(&run, T0 + 400.0);
     assert!(
         !alerts(&c).contains(&(AlertName::ProcessExited, None)),
@@ -201,7 +207,7 @@ fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
 
 /// B1's output file, as many records as the log reports, last written `at`.
 fn b1_records_written(run: &mut Run, at: Seconds) {
-    run.outputs.insert(
+    run.outputs_mut().insert(
         "/p/B1/raw.jsonl".into(),
         OutputFile {
             partition: "B1".into(),
@@ -215,7 +221,7 @@ fn b1_records_written(run: &mut Run, at: Seconds) {
 }
 
 fn with_gpus(run: &mut Run, utilizations: &[f64]) {
-    run.gpus = Some(GpuReading {
+    *run.gpus_mut() = Some(GpuReading {
         driver_version: None,
         devices: utilizations
             .iter()
@@ -245,7 +251,7 @@ fn idle_and_missing_gpus() {
     with_gpus(&mut run, &[0.9; 8]);
     history.record(&run, T0);
     with_gpus(&mut run, &[0.9; 7]);
-    let c = evaluate(&run, &Rules::default(), &history, T0 + 61.0);
+    let c = evaluate(&run, None, &Rules::default(), &history, T0 + 61.0);
     assert_eq!(alerts(&c), [(AlertName::GpuMissing, None)]);
     assert_eq!(c[0].summary, "7 of 8 GPUs visible");
 }
@@ -282,7 +288,7 @@ fn empty_responses_from_the_records() {
             10,
         );
     }
-    run.outputs.insert(
+    run.outputs_mut().insert(
         "/p/B1/raw.jsonl".into(),
         OutputFile {
             partition: "B1".into(),
@@ -304,7 +310,7 @@ fn log_output_mismatch() {
     for _ in 0..100 {
         stats.add(&Facts::default(), 10);
     }
-    run.outputs.insert(
+    run.outputs_mut().insert(
         "/p/B1/raw.jsonl".into(),
         OutputFile {
             partition: "B1".into(),
@@ -337,7 +343,7 @@ fn throughput_drop_against_the_runs_median() {
         let line = format!("  {done}/1000000 (0 err) 1.0 req/s avg_comp=300tok");
         feed(&mut run, &[(t, &line)]);
         history.record(&run, t);
-        let c = evaluate(&run, &Rules::default(), &history, t);
+        let c = evaluate(&run, None, &Rules::default(), &history, t);
         let dropped = alerts(&c).contains(&(AlertName::ThroughputDrop, None));
         assert!(
             minute >= 60 || !dropped,
@@ -377,7 +383,7 @@ fn finished_partitions_and_run() {
         c[1].details
     );
     // Every partition it knows reached its plan: finished, though its driver lingers.
-    run.process = Some(ProcessState {
+    *run.process_mut() = Some(ProcessState {
         up: true,
         ..ProcessState::default()
     });
@@ -395,13 +401,13 @@ fn disabled_rules_stay_silent() {
     let run = active_run();
     let mut rules = Rules::default();
     rules.0.get_mut(&AlertName::Stalled).unwrap().enabled = false;
-    assert!(evaluate(&run, &rules, &History::default(), T0 + 5000.0).is_empty());
+    assert!(evaluate(&run, None, &rules, &History::default(), T0 + 5000.0).is_empty());
 }
 
 #[test]
 fn a_server_log_ending_in_a_crash_is_the_cause() {
     let mut run = Run::new(&["log".into(), "sglang.log".into()]);
-    run.logs[1].server = true;
+    run.logs_mut()[1].server = true;
     feed(
         &mut run,
         &[
@@ -421,9 +427,9 @@ fn a_server_log_ending_in_a_crash_is_the_cause() {
     let c = eval(&run, T0 + 60.0 + 900.0);
     assert!(c[0].summary.contains("server crashed"), "{c:?}");
     assert!(c[0].details.contains("oom"), "{c:?}");
-    assert_eq!(run.server_log.tail.len(), 3);
+    assert_eq!(run.server_log().tail.len(), 3);
     assert_eq!(
-        run.recent_lines.len(),
+        run.recent_lines().len(),
         3,
         "the progress log's tail is its own"
     );
@@ -443,7 +449,7 @@ fn a_server_log_ending_in_a_crash_is_the_cause() {
 #[test]
 fn a_server_down_after_its_log_says_it_died_is_crashed_and_shows_no_figures() {
     let mut run = Run::new(&["log".into(), "vllm.log".into()]);
-    run.logs[1].server = true;
+    run.logs_mut()[1].server = true;
     feed(
         &mut run,
         &[
@@ -460,7 +466,7 @@ fn a_server_down_after_its_log_says_it_died_is_crashed_and_shows_no_figures() {
     ] {
         run.ingest(1, line.as_bytes(), parser.parse(line.as_bytes()), T0 + 100.0);
     }
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(false),
         error: Some("http://127.0.0.1:8000/health: cannot connect".into()),
         ..ServerState::default()
@@ -497,11 +503,11 @@ fn a_finished_run_whose_driver_lingers_never_pages() {
             (T0 + 61.0, "All partitions complete."),
         ],
     );
-    run.process = Some(ProcessState {
+    *run.process_mut() = Some(ProcessState {
         up: true,
         ..ProcessState::default()
     });
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(false),
         ..ServerState::default()
     });
@@ -511,10 +517,10 @@ fn a_finished_run_whose_driver_lingers_never_pages() {
         (AlertName::RunFinished, None),
     ];
     assert_eq!(alerts(&eval(&run, later)), finished);
-    run.process.as_mut().unwrap().up = false;
+    run.process_mut().as_mut().unwrap().up = false;
     assert_eq!(alerts(&eval(&run, later)), finished);
     // A new partition makes the run unfinished again.
-    run.process.as_mut().unwrap().up = true;
+    run.process_mut().as_mut().unwrap().up = true;
     feed(
         &mut run,
         &[(later, "Processing: B2 (SHORT)"), (later, "B2: 50 prompts")],
@@ -559,7 +565,7 @@ fn with_records(n: u64, each: impl Fn(u64, &mut OutputStats)) -> Run {
     for i in 0..n {
         each(i, &mut stats);
     }
-    run.outputs.insert(
+    run.outputs_mut().insert(
         "/p/B1/raw.jsonl".into(),
         OutputFile {
             partition: "B1".into(),
@@ -631,7 +637,7 @@ fn duplicates_are_noticed_once_a_pass_repeats_an_id() {
     let mut run = with_records(160, |_, s| s.add(&Facts::default(), 10));
     run.note_output_tokens(T0 + 60.0, true);
     assert_eq!(eval(&run, T0 + 61.0), [], "no duplicate yet");
-    let file = run.outputs.get_mut("/p/B1/raw.jsonl").unwrap();
+    let file = run.outputs_mut().get_mut("/p/B1/raw.jsonl").unwrap();
     file.stats.add(&Facts::default(), 10);
     file.stats.add_duplicate(|| Some("B1-7".into()));
     let c = eval(&run, T0 + 61.0);
@@ -699,7 +705,7 @@ fn the_drivers_stacks_refine_a_stalls_cause() {
     use crate::model::stacks::{Captures, ProcessStacks, Verdict, Wait, DRIVER};
     let stalled_at = T0 + 60.0 + 900.0;
     let stacks = |verdict: Verdict, at: Seconds| {
-        Some(std::sync::Arc::new(Captures {
+        Some(Captures {
             at,
             reason: "Stalled".into(),
             processes: vec![ProcessStacks {
@@ -716,13 +722,20 @@ fn the_drivers_stacks_refine_a_stalls_cause() {
                 connections: Vec::new(),
                 threads: Vec::new(),
             }],
-        }))
+        })
     };
-    let with = |verdict: Verdict, at: Seconds| {
-        let mut run = active_run();
-        run.stacks = stacks(verdict, at);
-        eval(&run, stalled_at)[0].clone()
+    let judged = |run: &Run, stacks: Option<Captures>| {
+        let rules = Rules::default();
+        evaluate(
+            run,
+            stacks.as_ref(),
+            &rules,
+            &History::default(),
+            stalled_at,
+        )[0]
+        .clone()
     };
+    let with = |verdict: Verdict, at: Seconds| judged(&active_run(), stacks(verdict, at));
     let c = with(Verdict::Deadlocked, stalled_at);
     assert!(c.summary.contains("(driver deadlocked)"), "{c:?}");
     assert!(c.details.contains("`write_record` (run.py:40)"), "{c:?}");
@@ -738,14 +751,14 @@ fn the_drivers_stacks_refine_a_stalls_cause() {
         .contains("(cause unknown)"));
     // The probes' evidence of a hung server stands over a driver that waits on it.
     let mut run = active_run();
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(true),
         running_requests: Some(150.0),
         generation_tokens_per_second: Some(0.0),
         ..ServerState::default()
     });
-    run.stacks = stacks(Verdict::WaitingOnServer, stalled_at);
-    assert!(eval(&run, stalled_at)[0].summary.contains("server hung"));
+    let c = judged(&run, stacks(Verdict::WaitingOnServer, stalled_at));
+    assert!(c.summary.contains("server hung"));
 }
 
 /// SGLang's scheduler killed (what the OOM killer does): its front end still answers (503 on
@@ -763,7 +776,7 @@ fn an_engine_dead_behind_its_live_api_is_a_crash_with_its_last_words_and_no_figu
         parser.parse(line.as_bytes()),
         T0 + 100.0,
     );
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(true),
         running_requests: Some(4.0),
         queued_requests: Some(6.0),
@@ -786,13 +799,13 @@ fn an_engine_dead_behind_its_live_api_is_a_crash_with_its_last_words_and_no_figu
         ..server.clone()
     }
     .after(Some(&server));
-    run.discovered = Some(crate::model::Discovered {
+    *run.discovered_mut() = Some(crate::model::Discovered {
         server: Some(server),
         ..Default::default()
     });
     assert!(!alerts(&eval(&run, T0 + 120.0)).contains(&(AlertName::ServerDown, None)));
     assert_eq!(run.server_figures().running, Some(4.0), "a hang's evidence");
-    run.discovered.as_mut().unwrap().server = Some(later);
+    run.discovered_mut().as_mut().unwrap().server = Some(later);
     let c = eval(&run, T0 + 120.0);
     let down = c
         .iter()
@@ -816,7 +829,7 @@ fn an_engine_dead_behind_its_live_api_is_a_crash_with_its_last_words_and_no_figu
 #[test]
 fn a_hung_health_check_is_said_as_hung() {
     let mut run = active_run();
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(false),
         hung: true,
         error: Some("http://127.0.0.1:30000/health: no complete answer within 25s: it accepts connections but gives no answer within 25s, so its HTTP process is hung (stopped, or wedged in its event loop)".into()),
@@ -837,7 +850,7 @@ fn a_hung_health_check_is_said_as_hung() {
 #[test]
 fn frozen_gauges_are_not_shown_once_nothing_waits_on_the_server() {
     let mut run = active_run();
-    run.server = Some(ServerState {
+    *run.server_mut() = Some(ServerState {
         up: Some(true),
         running_requests: Some(1.0),
         queued_requests: Some(0.0),
@@ -846,7 +859,7 @@ fn frozen_gauges_are_not_shown_once_nothing_waits_on_the_server() {
         ..ServerState::default()
     });
     assert_eq!(run.server_figures().running, Some(1.0));
-    for p in run.partitions.values_mut() {
+    for p in run.partitions_mut().values_mut() {
         p.active = false;
     }
     let figures = run.server_figures();
@@ -854,6 +867,6 @@ fn frozen_gauges_are_not_shown_once_nothing_waits_on_the_server() {
         (figures.running, figures.generation_tokens_per_second),
         (None, None)
     );
-    run.server.as_mut().unwrap().frozen = false;
+    run.server_mut().as_mut().unwrap().frozen = false;
     assert_eq!(run.server_figures().running, Some(1.0));
 }

@@ -46,7 +46,7 @@ pub fn save(run: &Mutex<Run>, state: Option<&StateDir>) {
         return;
     };
     // Copied under the lock, written outside it: a scrape never waits for the disk.
-    let history = run.locked().history.clone();
+    let history = run.locked().history().clone();
     if let Err(e) = state.save_json(SAVED, &history) {
         let path = state.path(SAVED);
         tracing::warn!(
@@ -73,18 +73,14 @@ pub async fn run_every(
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let resolution = run.locked().history.resolution;
+    let resolution = run.locked().history().resolution;
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(resolution));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut saved_at = tokio::time::Instant::now();
     loop {
         ticks.tick().await;
         {
-            let mut guard = run.locked();
-            let run = &mut *guard;
-            let mut history = std::mem::take(&mut run.history);
-            history.sample(run, clock::now());
-            run.history = history;
+            run.locked().sample_history(clock::now());
         }
         if saved_at.elapsed() >= SAVE_EVERY {
             let (run, state) = (run.clone(), state.clone());

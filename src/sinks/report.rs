@@ -196,7 +196,7 @@ mod tests {
             stats.add(&Facts::default(), 99);
             stats.add_duplicate(|| None);
         }
-        run.outputs.insert(
+        run.set_output_file(
             "/p/A/raw.jsonl".into(),
             OutputFile {
                 partition: "A".into(),

@@ -37,7 +37,7 @@ impl Source for RunIdSource {
     fn poll(&mut self) {
         let (runs_started, known) = {
             let run = self.run.locked();
-            (run.runs_started, run.run_id.as_ref().map(|(_, n)| *n))
+            (run.runs_started(), run.run_id().as_ref().map(|(_, n)| *n))
         };
         let wanted = match (&self.read, self.follows_log) {
             (None, _) => true,
@@ -62,7 +62,7 @@ impl Source for RunIdSource {
             }
         }
         let id = self.identity.id_of(&head);
-        self.run.locked().run_id = Some((id, runs_started));
+        self.run.locked().set_run_id(id, runs_started);
         self.read = Some(head);
     }
 
@@ -120,7 +120,7 @@ mod tests {
             run.clone(),
             false,
         );
-        let id = || run.lock().unwrap().run_id.clone().map(|(id, _)| id);
+        let id = || run.lock().unwrap().run_id().clone().map(|(id, _)| id);
         source.poll();
         let first = id().expect("read");
         std::fs::rename(&log, dir.path().join("progress.log.1")).unwrap();

@@ -67,12 +67,12 @@ impl Source for SlurmSource {
         let (driver, known) = {
             let run = self.run.locked();
             let driver = run
-                .process
+                .process()
                 .as_ref()
                 .filter(|p| p.up)
                 .and_then(|p| p.pid)
-                .or_else(|| Some(run.discovered.as_ref()?.driver.as_ref()?.pid));
-            (driver, run.slurm.as_ref().map(|j| j.env.clone()))
+                .or_else(|| Some(run.discovered().as_ref()?.driver.as_ref()?.pid));
+            (driver, run.slurm().as_ref().map(|j| j.env.clone()))
         };
         let (env, from) = match (&self.own, driver.and_then(driver_job)) {
             (Some(own), _) => (own.clone(), "the sidecar's own environment".to_owned()),
@@ -91,9 +91,7 @@ impl Source for SlurmSource {
             .as_ref()
             .is_none_or(|(id, at)| *id != env.job_id || at.elapsed() >= self.settings.interval);
         if !due {
-            if let Some(job) = self.run.locked().slurm.as_mut() {
-                job.env.restart_count = job.env.restart_count.max(env.restart_count);
-            }
+            self.run.locked().slurm_env_seen(&env);
             return;
         }
         self.asked = Some((env.job_id.clone(), Instant::now()));
@@ -110,30 +108,9 @@ impl Source for SlurmSource {
             _ => {}
         }
         self.told = answer.as_ref().err().cloned();
-        let mut run = self.run.locked();
-        let job = run.slurm.get_or_insert_with(SlurmJob::default);
-        if job.env.job_id != env.job_id {
-            tracing::info!("SLURM: the run is job {} (from {from})", env.job_id);
-            *job = SlurmJob::default();
-        }
-        if !from.is_empty() {
-            job.from = from;
-        }
-        job.env = env;
-        match answer {
-            Ok((state, array)) => {
-                // A job no longer listed (past MinJobAge) keeps its last known state.
-                if state.is_some() {
-                    job.controller = state;
-                }
-                job.array = array.or(job.array);
-                job.answered_at = Some(now);
-                job.error = None;
-            }
-            Err(e) => {
-                job.error = Some(e);
-                job.errors += 1;
-            }
+        let (job_id, said) = (env.job_id.clone(), from.clone());
+        if self.run.locked().slurm_answer(env, from, answer, now) {
+            tracing::info!("SLURM: the run is job {job_id} (from {said})");
         }
     }
 
@@ -154,15 +131,8 @@ pub async fn warned_by_signal(run: Arc<Mutex<Run>>) {
     };
     while usr1.recv().await.is_some() {
         let now = crate::clock::now();
-        let mut run = run.locked();
-        match run.slurm.as_mut() {
-            Some(job) => {
-                tracing::warn!(
-                    "SLURM: job {} is about to end (its warning signal)",
-                    job.env.job_id
-                );
-                job.warned_at = Some(now);
-            }
+        match run.locked().slurm_warned(now) {
+            Some(job) => tracing::warn!("SLURM: job {job} is about to end (its warning signal)"),
             None => tracing::warn!("SIGUSR1, but no SLURM job is known: ignored"),
         }
     }
@@ -174,7 +144,7 @@ pub async fn ask_once(run: &Arc<Mutex<Run>>, timeout: Duration) {
     let inside = |j: &SlurmJob| own_job().is_some_and(|own| own.job_id == j.env.job_id);
     let Some((env, inside)) = run
         .locked()
-        .slurm
+        .slurm()
         .as_ref()
         .map(|j| (j.env.clone(), inside(j)))
     else {
@@ -186,20 +156,12 @@ pub async fn ask_once(run: &Arc<Mutex<Run>>, timeout: Duration) {
         timeout: timeout.min(Duration::from_secs(5)),
         squeue: "squeue".into(),
     };
+    let env_id = env.job_id.clone();
     let asked = tokio::task::spawn_blocking(move || ask(&settings, &env)).await;
     if let Ok(Ok((Some(state), array))) = asked {
         let now = crate::clock::now();
-        if let Some(job) = run.locked().slurm.as_mut() {
-            tracing::info!(
-                "SLURM: at the end, job {} is {}",
-                job.env.job_id,
-                state.state
-            );
-            job.terminated_inside = inside && state.state == "COMPLETING";
-            job.controller = Some(state);
-            job.array = array.or(job.array);
-            job.answered_at = Some(now);
-        }
+        tracing::info!("SLURM: at the end, job {} is {}", env_id, state.state);
+        run.locked().slurm_last_answer(state, array, inside, now);
     }
 }
 

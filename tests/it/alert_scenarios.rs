@@ -6,7 +6,7 @@
 //! precision, recall and detection latency is printed (`cargo test --test it alert_scenarios:: --
 //! --nocapture`) and the goal, 1.0 and 1.0, is asserted.
 
-use pipeline_pulse::model::{InputFile, OutputFile, ProcessState, Run, ServerState};
+use pipeline_pulse::model::{InputFile, OutputFile, Run, ServerState};
 use pipeline_pulse::parse::{Detect, Parser};
 use pipeline_pulse::rules::{evaluate, History, Rules};
 use pipeline_pulse::sinks::alert::lifecycle::{Kind, Lifecycle};
@@ -35,8 +35,7 @@ struct Sim {
 impl Sim {
     fn new() -> Sim {
         let mut run = Run::new(&["inference_all.log".into()]);
-        run.process = Some(ProcessState::default());
-        run.process.as_mut().unwrap().observe(Some(4242), T0);
+        run.process_seen(Some(4242), T0);
         Sim {
             run,
             parser: Parser::Auto(Detect::default()),
@@ -65,20 +64,23 @@ impl Sim {
 
     /// `records` more records in the partition's output file, written now.
     fn write(&mut self, partition: &str, records: u64) {
-        let file = self
+        let path = format!("prepared/{partition}/raw_responses.jsonl");
+        let mut file = self
             .run
-            .outputs
-            .entry(format!("prepared/{partition}/raw_responses.jsonl"))
-            .or_insert_with(|| OutputFile {
+            .outputs()
+            .get(&path)
+            .cloned()
+            .unwrap_or(OutputFile {
                 partition: partition.to_owned(),
                 ..OutputFile::default()
             });
         file.stats.records += records;
         file.last_write = Some(self.now);
+        self.run.set_output_file(path, file);
     }
 
     fn inputs(&mut self, partition: &str, lines: u64) {
-        self.run.inputs.insert(
+        self.run.set_input_file(
             format!("prepared/{partition}/prompts.jsonl"),
             InputFile {
                 partition: partition.to_owned(),
@@ -108,7 +110,7 @@ impl Sim {
     }
 
     fn driver_exits(&mut self) {
-        self.run.process.as_mut().unwrap().observe(None, self.now);
+        self.run.process_seen(None, self.now);
     }
 
     fn incident_now(&mut self) {
@@ -122,7 +124,7 @@ impl Sim {
             self.now += STEP;
             self.probe();
             self.history.record(&self.run, self.now);
-            let conditions = evaluate(&self.run, &self.rules, &self.history, self.now);
+            let conditions = evaluate(&self.run, None, &self.rules, &self.history, self.now);
             for n in self
                 .lifecycle
                 .step(conditions, &self.rules, 3600.0, self.now)
@@ -142,7 +144,7 @@ impl Sim {
     /// Runs a partition at a steady pace: a progress line every `every` seconds, each
     /// `per_line` completions, with the records written as they complete.
     fn steady(&mut self, name: &str, planned: u64, per_line: u64, every: f64, until: u64) {
-        let mut done = self.run.partitions.get(name).map_or(0, |p| p.completed);
+        let mut done = self.run.partitions().get(name).map_or(0, |p| p.completed);
         while done < until {
             self.wait(every);
             done = (done + per_line).min(until);

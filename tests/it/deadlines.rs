@@ -31,7 +31,8 @@ struct Sim {
 impl Sim {
     fn new(planned: u64, plan: Plan) -> Sim {
         let mut run = Run::new(&["inference_all.log".into()]);
-        run.plan = plan;
+        let collectors = run.collectors_on();
+        run.configure(plan, None, collectors, None);
         let mut sim = Sim {
             run,
             rules: Rules::default(),
@@ -66,19 +67,25 @@ impl Sim {
                 "  {done}/{} (0 err) {rate:.1} req/s avg_comp=500tok ETA=1h",
                 self.planned
             ));
-            let file = self
-                .run
-                .outputs
-                .entry("A/raw.jsonl".into())
-                .or_insert_with(|| OutputFile {
-                    partition: "A".into(),
-                    ..OutputFile::default()
-                });
+            let mut file = self.file();
             file.stats.records = done;
             file.stats.tokens = done * 500;
             file.last_write = Some(self.now);
+            self.run.set_output_file("A/raw.jsonl".into(), file);
             self.evaluate();
         }
+    }
+
+    /// The partition's output file as it stands.
+    fn file(&self) -> OutputFile {
+        self.run
+            .outputs()
+            .get("A/raw.jsonl")
+            .cloned()
+            .unwrap_or(OutputFile {
+                partition: "A".into(),
+                ..OutputFile::default()
+            })
     }
 
     /// `minutes` with nothing new.
@@ -92,11 +99,9 @@ impl Sim {
 
     fn evaluate(&mut self) {
         self.run.note_output_tokens(self.now, true);
-        let mut history = std::mem::take(&mut self.run.history);
-        history.sample(&self.run, self.now);
-        self.run.history = history;
+        self.run.sample_history(self.now);
         self.history.record(&self.run, self.now);
-        let conditions = evaluate(&self.run, &self.rules, &self.history, self.now);
+        let conditions = evaluate(&self.run, None, &self.rules, &self.history, self.now);
         for n in self
             .lifecycle
             .step(conditions, &self.rules, 3600.0, self.now)
@@ -169,12 +174,9 @@ fn a_run_stopped_at_its_budget_is_finished() {
     );
     sim.run_at(1.0, 5.0);
     // The driver stops at 500 of its 1000 prompts, as its cap says, and goes quiet.
-    sim.run
-        .outputs
-        .get_mut("A/raw.jsonl")
-        .unwrap()
-        .stats
-        .records = 500;
+    let mut file = sim.file();
+    file.stats.records = 500;
+    sim.run.set_output_file("A/raw.jsonl".into(), file);
     sim.idle(30.0);
     let p = sim.run.projection(sim.now);
     assert!(p.budget_reached && p.eta_seconds == Some(0.0), "{p:?}");

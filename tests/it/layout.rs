@@ -474,3 +474,39 @@ fn no_function_is_over_100_lines() {
         [("made.rs: made".to_owned(), 101)]
     );
 }
+
+/// The fields of a `pub struct NAME { … }` in `source` declared `pub` (any `pub(…)` too).
+fn public_fields(source: &str, name: &str) -> Vec<String> {
+    let Some(start) = source.find(&format!("pub struct {name} {{")) else {
+        return vec![format!("no `pub struct {name}`")];
+    };
+    let body = &source[start..];
+    let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
+    body.lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| l.starts_with("pub ") || l.starts_with("pub("))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The model is the run's one writer (docs/architecture.md#one-writer): `Run`'s fields are
+/// private to `model`, so a source or a sink changes the run only through its methods, and
+/// the compiler refuses any other way in. A `pub` field would open one again.
+#[test]
+fn the_run_has_no_public_field_so_the_model_is_its_one_writer() {
+    let model =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/mod.rs"))
+            .unwrap();
+    assert_eq!(public_fields(&model, "Run"), Vec::<String>::new());
+    let opened = model.replacen(
+        "    partitions: BTreeMap",
+        "    pub partitions: BTreeMap",
+        1,
+    );
+    assert_eq!(
+        public_fields(&opened, "Run"),
+        ["pub partitions: BTreeMap<String, Partition>,"],
+        "a field made public on purpose is caught"
+    );
+}

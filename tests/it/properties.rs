@@ -280,8 +280,8 @@ proptest! {
     ) {
         let paths: Vec<String> = (0..7).map(|i| format!("/log{i}")).collect();
         let mut run = Run::new(&paths);
-        for (i, log) in run.logs.iter_mut().enumerate() {
-            log.server = i >= 4;
+        for i in 0..paths.len() {
+            run.set_server_log(i, i >= 4);
         }
         let mut parsers = parsers();
         let mut now = 1_700_000_000.0;

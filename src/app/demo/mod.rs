@@ -570,13 +570,13 @@ mod tests {
         for line in text.lines() {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 0.0);
         }
-        assert_eq!(run.partitions.len(), 3);
+        assert_eq!(run.partitions().len(), 3);
         for p in &PARTITIONS {
-            let got = &run.partitions[p.name];
+            let got = &run.partitions()[p.name];
             assert_eq!(got.completed, p.prompts, "{}", p.name);
             assert_eq!(got.planned, Some(p.prompts));
         }
-        assert_eq!(run.partitions["B3_longform"].restarts, 1);
+        assert_eq!(run.partitions()["B3_longform"].restarts, 1);
         assert_eq!(run.restarts(), 1);
         let records = fs::read_to_string(layout.responses("B1_glaive")).unwrap();
         assert_eq!(records.lines().count(), 300);

@@ -61,7 +61,7 @@ impl Discovery {
             }
         };
         let mut followed = Followed::of(&inputs);
-        run.locked().discovered = Some(self.found.clone());
+        run.locked().set_discovered(self.found.clone());
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -104,7 +104,7 @@ impl Discovery {
                             wait.as_secs()
                         );
                         let mut run = run.locked();
-                        run.hung_files.insert(self.found.run_dir.clone(), *since);
+                        run.file_hung(self.found.run_dir.clone(), *since);
                     }
                     continue;
                 }
@@ -113,7 +113,7 @@ impl Discovery {
             if std::mem::take(&mut hung) {
                 tracing::info!(path = %self.found.run_dir, "discovery's scan returned again");
                 let mut run = run.locked();
-                run.hung_files.remove(&self.found.run_dir);
+                run.file_answers(&self.found.run_dir);
             }
             let Ok(found) = found else {
                 continue;
@@ -171,7 +171,7 @@ impl Discovery {
             Ok(inputs) => followed.hand_over(inputs, additions),
             Err(e) => tracing::warn!("discovery found inputs that are not valid: {e}"),
         }
-        run.locked().discovered = Some(self.found.clone());
+        run.locked().set_discovered(self.found.clone());
     }
 
     /// What to follow and probe now: the keys given, and what the last scan found for the

@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 /// switched on are the configuration's, not any source's.
 fn model(config: &Config) -> Arc<Mutex<Run>> {
     let mut run = Run::new(&LogSource::paths(&config.logs));
-    run.plan = config.plan.clone();
-    run.identity = config.run.as_ref().map(|r| r.label.clone());
-    run.collectors_on = config.collectors;
-    run.discovered = config.discovered.as_ref().map(|(_, found)| found.clone());
+    run.configure(
+        config.plan.clone(),
+        config.run.as_ref().map(|r| r.label.clone()),
+        config.collectors,
+        config.discovered.as_ref().map(|(_, found)| found.clone()),
+    );
     Arc::new(Mutex::new(run))
 }
 
@@ -163,8 +165,11 @@ pub async fn serve(
         state_dir.as_ref(),
     ));
     if config.collectors.on(Collector::History) {
-        run.locked().history =
-            crate::sinks::recorder::restore(state_dir.as_ref(), config.history.0, config.history.1);
+        run.locked().set_history(crate::sinks::recorder::restore(
+            state_dir.as_ref(),
+            config.history.0,
+            config.history.1,
+        ));
     }
     let engine = Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
         .with_silences(silences.clone());
@@ -201,7 +206,7 @@ pub async fn serve(
     tracing::info!("shutting down");
     // A SLURM job's end (its time limit, a cancel, a requeue) sends SIGTERM: what the
     // controller says of it is told before the sidecar goes (docs/slurm.md).
-    if run.locked().slurm.is_some() {
+    if run.locked().slurm().is_some() {
         sources::slurm::ask_once(&run, config.slurm.1).await;
         let _ = last_word.send(true);
         let wait = crate::sinks::alert::engine::LAST_WORD + Duration::from_secs(1);

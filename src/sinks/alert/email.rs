@@ -483,7 +483,7 @@ mod tests {
         ] {
             run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), 1000.0);
         }
-        Status::from_run(&run, &[], "gpu-node-01", 1840.0)
+        Status::from_run(&run, &Default::default(), "gpu-node-01", 1840.0)
     }
 
     fn stalled(kind: Kind) -> Notification {

@@ -111,7 +111,7 @@ impl Engine {
         let view = Published::default();
         view.update(|v| seed_notification_counters(&config, v));
         if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
-            run.locked().stacks = Some(Arc::new(stacks));
+            view.update(|v| v.stacks = Some(Arc::new(stacks)));
         }
         Engine {
             config,
@@ -209,13 +209,20 @@ impl Engine {
     fn decide(&mut self, now: f64) -> Round {
         let mut run = self.run.locked();
         self.view.update(|v| v.rounds.evaluated += 1);
-        if run.runs_started != self.saved.runs_started {
+        if run.runs_started() != self.saved.runs_started {
             // A new run in the log's place: its partitions and its end are told anew.
             self.saved.lifecycle.forget_notices();
-            self.saved.runs_started = run.runs_started;
+            self.saved.runs_started = run.runs_started();
         }
         self.saved.history.record(&run, now);
-        let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
+        let stacks = self.view.get().stacks.clone();
+        let conditions = rules::evaluate(
+            &run,
+            stacks.as_deref(),
+            &self.config.rules,
+            &self.saved.history,
+            now,
+        );
         let notifications = self.saved.lifecycle.step(
             conditions,
             &self.config.rules,
@@ -225,8 +232,8 @@ impl Engine {
         for n in &notifications {
             let (alert, partition) = (n.condition.alert.as_str(), n.condition.partition.as_deref());
             match n.kind {
-                Kind::Firing => run.history.mark(n.since, alert, partition, true),
-                Kind::Resolved { .. } => run.history.mark(now, alert, partition, false),
+                Kind::Firing => run.mark_alert(n.since, alert, partition, true),
+                Kind::Resolved { .. } => run.mark_alert(now, alert, partition, false),
                 _ => {}
             }
         }
@@ -263,8 +270,8 @@ impl Engine {
                 summary: s.summary,
             })
             .collect();
-        let status = Status::from_run(&run, &alerts, &self.config.context.host, now);
         self.view.update(|v| v.alerts = alerts);
+        let status = Status::from_run(&run, &self.view.get(), &self.config.context.host, now);
         if !notifications.is_empty() {
             let partition = match notifications.as_slice() {
                 [one] => one.condition.partition.as_deref(),
@@ -327,10 +334,16 @@ impl Engine {
                 tracing::warn!("cannot keep the stacks in the state directory: {e}");
             }
         }
-        let mut run = self.run.locked();
-        run.stacks = Some(captured);
+        self.view.update(|v| v.stacks = Some(captured.clone()));
+        let run = self.run.locked();
         // The rules again: the driver's stacks may name the cause better than the probes.
-        let conditions = rules::evaluate(&run, &self.config.rules, &self.saved.history, now);
+        let conditions = rules::evaluate(
+            &run,
+            Some(&captured),
+            &self.config.rules,
+            &self.saved.history,
+            now,
+        );
         for n in &mut round.notifications {
             if let Some(c) = conditions.iter().find(|c| c.key() == n.condition.key()) {
                 n.condition.summary = c.summary.clone();
@@ -338,7 +351,7 @@ impl Engine {
             }
         }
         let alerts = self.view.get();
-        round.status = Status::from_run(&run, &alerts.alerts, &self.config.context.host, now);
+        round.status = Status::from_run(&run, &alerts, &self.config.context.host, now);
     }
 
     /// The email with the chart of the last hours and a tok/s sparkline. A chart that cannot
@@ -352,7 +365,7 @@ impl Engine {
         let t0 = now - super::chart::WINDOW;
         // The window's points, copied under the lock; drawn outside it, so no scrape waits
         // for a picture.
-        let history = self.run.locked().history.window(t0);
+        let history = self.run.locked().history().window(t0);
         let history = &history;
         let email = match super::chart::sparkline(history, now) {
             Some(line) => email.with_sparkline(&line),
@@ -417,8 +430,12 @@ impl Engine {
             now,
         );
         if email::stacks_shown(notifications, status).is_some() {
-            let run = self.run.locked();
-            email.stacks = run.stacks.as_deref().map(|c| c.dump(STACKS_ATTACHMENT));
+            email.stacks = self
+                .view
+                .get()
+                .stacks
+                .as_deref()
+                .map(|c| c.dump(STACKS_ATTACHMENT));
         }
         self.saved.next_id += 1;
         let id = format!("pulse-{}-{}", (now * 1000.0) as u64, self.saved.next_id);

@@ -22,7 +22,7 @@ pub struct HeartbeatConfig {
 
 /// The collectors that are down, by name; empty when every input reads.
 fn down(run: &Run) -> Vec<&'static str> {
-    run.collectors
+    run.collectors()
         .iter()
         .filter(|(_, c)| !c.up)
         .map(|(collector, _)| collector.name())

@@ -258,7 +258,7 @@ fn status_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
     let alerts = state.alerts.get();
     let status = {
         let run = state.run.locked();
-        Status::from_run(&run, &alerts.alerts, &state.host, crate::clock::now())
+        Status::from_run(&run, &alerts, &state.host, crate::clock::now())
     };
     let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
     (StatusCode::OK, "application/json", body)
@@ -274,8 +274,8 @@ fn report_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
 }
 
 fn stacks_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
-    // The Arc is taken under the lock, the JSON made outside it.
-    let stacks = state.run.locked().stacks.clone();
+    // The Arc is the alert engine's, the JSON made outside any lock.
+    let stacks = state.alerts.get().stacks.clone();
     match stacks {
         Some(stacks) => (
             StatusCode::OK,
@@ -302,16 +302,18 @@ fn history_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
     };
     let view = {
         let run = state.run.locked();
-        let kept = run.collectors_on.on(crate::collectors::Collector::History);
+        let kept = run
+            .collectors_on()
+            .on(crate::collectors::Collector::History);
         let since = param("since").unwrap_or(0.0);
         let mut step = param("step").unwrap_or(0.0);
         // `points=N`: a step coarse enough for at most N points per series, which is what a
         // chart N pixels wide can show.
         if let Some(points) = param("points").filter(|p| *p >= 1.0) {
-            let covered = run.history.covered_since(since);
+            let covered = run.history().covered_since(since);
             step = step.max(covered / points);
         }
-        kept.then(|| run.history.view(since, step))
+        kept.then(|| run.history().view(since, step))
     };
     match view {
         Some(view) => (StatusCode::OK, "application/json", view),

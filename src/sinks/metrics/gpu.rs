@@ -50,7 +50,7 @@ const GPU_GAUGES: &[(&str, &str, GpuGauge)] = &[
 ];
 
 pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
-    if let Some(reading) = &run.gpus {
+    if let Some(reading) = &run.gpus() {
         gauge(
             enc,
             "pulse_gpus",
@@ -101,7 +101,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
         )?;
         // A reading past the sampler's deadline is not exported as if it were true now: the
         // gauges disappear, and pulse_gpu_last_sample_timestamp_seconds says when they held.
-        let fresh = run.gpu_hung_since.is_none();
+        let fresh = run.gpu_hung_since().is_none();
         for (name, help, value) in GPU_GAUGES {
             family(
                 enc,
@@ -128,7 +128,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             MetricType::Counter,
             ids.iter().flat_map(|(index, uuid)| {
                 let mut codes: Vec<(&str, u64)> = run
-                    .xid_errors
+                    .xid_errors()
                     .iter()
                     .filter(|((u, _), _)| u == uuid)
                     .map(|((_, xid), n)| (xid.as_str(), *n))

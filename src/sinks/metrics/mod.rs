@@ -109,13 +109,13 @@ impl Collector for RunCollector {
         let alerts = self.alerts.get();
         let identity = {
             let run = self.run.locked();
-            enc.on = run.collectors_on;
+            enc.on = run.collectors_on();
             partitions::encode(&run, now, &mut enc)?;
             gpu::encode(&run, &mut enc)?;
             server::encode(&run, &mut enc)?;
             slurm::encode(&run, &mut enc)?;
             sources::encode(&run, now, &mut enc)?;
-            (run.identity.clone(), run.run_id.clone())
+            (run.identity().clone(), run.run_id().clone())
         };
         alerts::encode(&alerts, &mut enc)?;
         if let (Some(label), id) = identity {

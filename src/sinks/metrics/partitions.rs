@@ -108,7 +108,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut Out) -> fmt::Result {
         enc,
         "pulse_partition",
         "What the log says about each partition.",
-        run.partitions
+        run.partitions()
             .iter()
             .map(|(n, p)| {
                 [
@@ -124,7 +124,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut Out) -> fmt::Result {
         enc,
         "pulse_pipeline",
         "What the log says about the run.",
-        run.model_name
+        run.model_name()
             .iter()
             .map(|m| [("model", m.as_str())])
             .collect(),

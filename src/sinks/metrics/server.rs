@@ -11,7 +11,7 @@ use prometheus_client::metrics::MetricType;
 use std::fmt;
 
 pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
-    if let Some(process) = &run.process {
+    if let Some(process) = &run.process() {
         gauge(
             enc,
             "pulse_pipeline_process_up",
@@ -19,7 +19,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             if process.up { 1.0 } else { 0.0 },
         )?;
     }
-    if let Some(server) = &run.server {
+    if let Some(server) = &run.server() {
         if let Some(up) = server.up {
             gauge(
                 enc,
@@ -34,8 +34,8 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             )?;
         }
     }
-    let server_log = run.logs.iter().any(|l| l.server);
-    if run.server.is_some() || server_log {
+    let server_log = run.logs().iter().any(|l| l.server);
+    if run.server().is_some() || server_log {
         let figures = run.server_figures();
         let gauges = [
             (
@@ -75,8 +75,8 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             }
         }
     }
-    let from_metrics = run.server.as_ref().and_then(|s| s.preemptions_total);
-    let from_log = run.server_log.preemptions().map(|(n, _)| n as f64);
+    let from_metrics = run.server().as_ref().and_then(|s| s.preemptions_total);
+    let from_log = run.server_log().preemptions().map(|(n, _)| n as f64);
     if let Some(total) = from_metrics.or(from_log) {
         family(
             enc,
@@ -86,8 +86,8 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             [([("", ""); 0], ConstCounter::new(total))],
         )?;
     }
-    let sleep_known =
-        run.server.as_ref().is_some_and(|s| s.asleep.is_some()) || run.server_log.asleep.is_some();
+    let sleep_known = run.server().as_ref().is_some_and(|s| s.asleep.is_some())
+        || run.server_log().asleep.is_some();
     if sleep_known {
         gauge(
             enc,
@@ -97,7 +97,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
         )?;
     }
     if server_log {
-        let pools = run.server_log.pools();
+        let pools = run.server_log().pools();
         if !run.server_down() && !pools.is_empty() {
             family(
                 enc,
@@ -117,7 +117,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             RequestLine::ALL.into_iter().map(|k| {
                 (
                     [("kind", k.as_str())],
-                    ConstCounter::new(run.server_log.request_line_count(k)),
+                    ConstCounter::new(run.server_log().request_line_count(k)),
                 )
             }),
         )?;
@@ -129,7 +129,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             ServerEvent::ALL.into_iter().map(|e| {
                 (
                     [("event", e.as_str())],
-                    ConstCounter::new(run.server_log.event_count(e)),
+                    ConstCounter::new(run.server_log().event_count(e)),
                 )
             }),
         )?;

@@ -9,7 +9,7 @@ use prometheus_client::metrics::MetricType;
 use std::fmt;
 
 pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
-    let Some(job) = &run.slurm else {
+    let Some(job) = &run.slurm() else {
         return Ok(());
     };
     let e = &job.env;

@@ -52,7 +52,7 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
             name,
             help,
             MetricType::Counter,
-            run.logs
+            run.logs()
                 .iter()
                 .map(|l| ([("path", l.path.as_str())], ConstCounter::new(value(l)))),
         )?;
@@ -62,7 +62,7 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "pulse_log_format_info",
         "The format each log is read in, configured or detected (undetected: auto has not decided yet); always 1.",
         MetricType::Gauge,
-        run.logs.iter().map(|l| {
+        run.logs().iter().map(|l| {
             let format = l.format.map_or("undetected", |f| f.as_str());
             (
                 [("path", l.path.as_str()), ("format", format)],
@@ -74,9 +74,9 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         enc,
         "pulse_output_files_refused",
         "Output and input paths refused now for being no regular file (a FIFO, a socket, a device): never opened.",
-        run.refused_files.len() as f64,
+        run.refused_files().len() as f64,
     )?;
-    let files = &run.output_files;
+    let files = &run.output_files();
     family(
         enc,
         "pulse_output_files",
@@ -109,7 +109,7 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "pulse_collector_up",
         "1 where the source works (0 too while it is stuck in a read that does not return).",
         MetricType::Gauge,
-        run.collectors.iter().map(|(c, s)| {
+        run.collectors().iter().map(|(c, s)| {
             let up = run.collector_up(*c, s, now);
             ([("collector", c.name())], ConstGauge::new(i64::from(up)))
         }),
@@ -119,7 +119,7 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "pulse_collector_duration_seconds",
         "How long the source's latest collection took.",
         MetricType::Gauge,
-        run.collectors.iter().map(|(c, s)| {
+        run.collectors().iter().map(|(c, s)| {
             (
                 [("collector", c.name())],
                 ConstGauge::new(s.duration_seconds),
@@ -131,7 +131,7 @@ pub(super) fn encode(run: &Run, now: f64, enc: &mut Out) -> fmt::Result {
         "pulse_collector_runs",
         "Collections the source has ended since the sidecar started: wait on it for the next one.",
         MetricType::Counter,
-        run.collectors
+        run.collectors()
             .iter()
             .map(|(c, s)| ([("collector", c.name())], ConstCounter::new(s.runs))),
     )

@@ -6,7 +6,8 @@
 
 pub mod terminal;
 
-use crate::model::{AlertState, Discovered, PartitionView, Run, Seconds};
+use crate::model::stacks::Captures;
+use crate::model::{AlertView, Discovered, PartitionView, Run, Seconds};
 use crate::rules::AlertName;
 use crate::rules::{self, History, Rules};
 use serde::{Deserialize, Serialize};
@@ -335,18 +336,18 @@ pub struct ProcessStatus {
 
 /// The inference server as the status shows it: `None` where none is probed or followed.
 fn server_status(run: &Run, now: Seconds) -> Option<ServerStatus> {
-    (run.server.is_some() || run.logs.iter().any(|l| l.server)).then(|| {
+    (run.server().is_some() || run.logs().iter().any(|l| l.server)).then(|| {
         let figures = run.server_last_known();
         ServerStatus {
-            up: run.server.as_ref().and_then(|s| s.up),
+            up: run.server().as_ref().and_then(|s| s.up),
             running_requests: figures.running,
             queued_requests: figures.queued,
             generation_tokens_per_second: figures.generation_tokens_per_second,
             kv_cache_usage: figures.kv_cache_usage,
             last_report: figures.last_report_at,
-            error: run.server.as_ref().and_then(|s| s.error.clone()),
+            error: run.server().as_ref().and_then(|s| s.error.clone()),
             last_known: figures.down,
-            crashed: run.server_log.crashed().map(|f| f.text.clone()),
+            crashed: run.server_log().crashed().map(|f| f.text.clone()),
             starting: run.server_starting(now),
             engine_dead: run.engine_dead(),
         }
@@ -392,8 +393,9 @@ pub struct AlertStatus {
 
 impl Status {
     /// The status of a running sidecar: alerts as its alert engine tracks them.
-    pub fn from_run(run: &Run, alerts: &[AlertState], host: &str, now: Seconds) -> Status {
-        let alerts = alerts
+    pub fn from_run(run: &Run, view: &AlertView, host: &str, now: Seconds) -> Status {
+        let alerts = view
+            .alerts
             .iter()
             .map(|a| AlertStatus {
                 alert: a.alert.clone(),
@@ -403,13 +405,13 @@ impl Status {
                 silenced: a.silenced,
             })
             .collect();
-        build(run, host, now, alerts)
+        build(run, view.stacks.as_deref(), host, now, alerts)
     }
 
     /// The status from a one-shot read of the files: every rule that holds now counts as
     /// firing (there is no history to wait out a `for`); notices are not alerts.
     pub fn from_files(run: &Run, rules: &Rules, host: &str, now: Seconds) -> Status {
-        let alerts = rules::evaluate(run, rules, &History::default(), now)
+        let alerts = rules::evaluate(run, None, rules, &History::default(), now)
             .into_iter()
             .filter(|c| !c.alert.is_notice())
             .map(|c| AlertStatus {
@@ -420,7 +422,7 @@ impl Status {
                 silenced: false,
             })
             .collect();
-        build(run, host, now, alerts)
+        build(run, None, host, now, alerts)
     }
 
     /// Exit status for scripts: 0 healthy, 1 when an alert fires or a partition stalls.
@@ -429,7 +431,13 @@ impl Status {
     }
 }
 
-fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Status {
+fn build(
+    run: &Run,
+    stacks: Option<&Captures>,
+    host: &str,
+    now: Seconds,
+    alerts: Vec<AlertStatus>,
+) -> Status {
     let stalled = |name: &str| {
         alerts.iter().any(|a: &AlertStatus| {
             a.firing
@@ -459,66 +467,75 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
         version: env!("CARGO_PKG_VERSION").to_owned(),
         host: host.to_owned(),
         generated_at: now,
-        model: run.model_name.clone(),
+        model: run.model_name().clone(),
         healthy,
         run: RunStatus {
-            name: run.identity.as_ref().map(|i| i.run.clone()),
-            run_id: run.run_id.as_ref().map(|(id, _)| id.clone()),
-            role: run.identity.as_ref().map(|i| i.role.as_str().to_owned()),
+            name: run.identity().as_ref().map(|i| i.run.clone()),
+            run_id: run.run_id().as_ref().map(|(id, _)| id.clone()),
+            role: run.identity().as_ref().map(|i| i.role.as_str().to_owned()),
             ..RunStatus::of(&projection, now)
         },
         partitions,
-        gpus: run.gpus.as_ref().map(|g| {
-            g.devices
-                .iter()
-                .map(|d| GpuStatus {
-                    index: d.index,
-                    name: d.name.clone(),
-                    utilization: d.utilization,
-                    memory_used_bytes: d.memory_used_bytes,
-                    memory_total_bytes: d.memory_total_bytes,
-                    temperature_celsius: d.temperature_celsius,
-                    power_watts: d.power_watts,
-                })
-                .collect()
-        }),
-        process: run.process.as_ref().map(|p| ProcessStatus {
+        gpus: run
+            .gpus()
+            .as_ref()
+            .map(|g| g.devices.iter().map(GpuStatus::of).collect()),
+        process: run.process().as_ref().map(|p| ProcessStatus {
             up: p.up,
             pid: p.pid,
         }),
         server: server_status(run, now),
         alerts,
         collectors: run
-            .collectors
+            .collectors()
             .iter()
             .map(|(k, v)| (k.name().to_owned(), run.collector_up(*k, v, now)))
             .collect(),
         collectors_on: run
-            .collectors_on
+            .collectors_on()
             .names()
             .into_iter()
             .map(str::to_owned)
             .collect(),
         hung_files: run.hung(now),
-        log_tail: run.recent_lines.iter().map(|l| l.into_owned()).collect(),
-        server_log_tail: run.server_log.tail.iter().map(|l| l.into_owned()).collect(),
+        log_tail: run.recent_lines().iter().map(|l| l.into_owned()).collect(),
+        server_log_tail: run
+            .server_log()
+            .tail
+            .iter()
+            .map(|l| l.into_owned())
+            .collect(),
         previous,
-        discovered: run.discovered.clone(),
-        slurm: run.slurm.as_ref().map(|job| SlurmStatus {
+        discovered: run.discovered().clone(),
+        slurm: run.slurm().as_ref().map(|job| SlurmStatus {
             job: job.clone(),
             end_time: job.end_time(),
             restarts: job.restarts(),
             ended: job.ended().map(|e| e.says().to_owned()),
         }),
-        gpu_memory: run.gpus.as_ref().and_then(|g| {
+        gpu_memory: run.gpus().as_ref().and_then(|g| {
             g.memory_summary(
-                run.discovered
+                run.discovered()
                     .as_ref()
                     .and_then(|d| d.server.as_ref())
                     .map(|s| s.pid),
             )
         }),
-        stacks: run.stacks.as_deref().map(StacksStatus::of),
+        stacks: stacks.map(StacksStatus::of),
+    }
+}
+
+impl GpuStatus {
+    fn of(d: &crate::model::GpuSample) -> GpuStatus {
+        GpuStatus {
+            index: d.index,
+            name: d.name.clone(),
+            utilization: d.utilization,
+            memory_used_bytes: d.memory_used_bytes,
+            memory_total_bytes: d.memory_total_bytes,
+            temperature_celsius: d.temperature_celsius,
+            power_watts: d.power_watts,
+        }
     }
 }
 
@@ -554,7 +571,7 @@ fn partition(run: &Run, v: &PartitionView<'_>, stalled: bool, now: Seconds) -> P
         restarts: log.map_or(0, |p| p.restarts),
         stalled,
         recent_tokens_per_second: run
-            .history
+            .history()
             .partitions
             .get(v.name)
             .and_then(|s| s.get("tokens_per_second"))

@@ -192,7 +192,7 @@ impl Followed {
                     self.report(path, &e);
                     if self.follower.refusing() {
                         let key = path.display().to_string();
-                        run.locked().refused_files.insert(key);
+                        run.locked().file_refused(key, true);
                     }
                     return Polled { up: false, touched };
                 }
@@ -208,7 +208,7 @@ impl Followed {
                         tracing::info!(path = %path.display(), "reading {} again", path.display());
                     }
                     let key = path.display().to_string();
-                    run.locked().refused_files.remove(&key);
+                    run.locked().file_refused(key, false);
                 }
                 self.unchanged = if touched {
                     0
@@ -227,7 +227,7 @@ impl Followed {
         let stored = self.ids.as_ref().map(|(ids, _)| lock(ids).stored());
         let mut run = run.locked();
         if let Some(stored) = stored {
-            run.identities_stored = stored;
+            run.set_identities_stored(stored);
         }
         match self.kind {
             Kind::Output(_) => {
@@ -241,7 +241,7 @@ impl Followed {
                 );
             }
             Kind::Input => {
-                run.inputs.insert(
+                run.set_input_file(
                     key,
                     InputFile {
                         partition: self.partition.clone(),

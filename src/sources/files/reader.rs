@@ -204,23 +204,18 @@ impl<'a> Reading<'a> {
     fn at(run: &'a Mutex<Run>, path: String, progress: &Progress) -> Reading<'a> {
         progress.at(&path);
         let id = READINGS.fetch_add(1, Ordering::Relaxed);
-        let mut model = run.locked();
-        model.output_reading.insert(id, (path, clock::now()));
+        run.locked().reading_began(id, path, clock::now());
         Reading { run, id }
     }
 
     fn progress(&self) {
-        let mut run = self.run.locked();
-        if let Some((_, since)) = run.output_reading.get_mut(&self.id) {
-            *since = clock::now();
-        }
+        self.run.locked().reading_progressed(self.id, clock::now());
     }
 }
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
-        let mut run = self.run.locked();
-        run.output_reading.remove(&self.id);
+        self.run.locked().reading_ended(self.id);
     }
 }
 
@@ -309,12 +304,12 @@ fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
         .try_lock()
         .map_or((0, polled_folders), |w| w.counts());
     let mut run = run.locked();
-    run.output_files = OutputFiles {
+    run.set_output_files(OutputFiles {
         followed: files.len(),
         open: shared.open_files.load(Ordering::Acquire),
         watched_folders,
         polled_folders,
-    };
+    });
     run.refresh_output_totals();
     run.note_output_tokens(clock::now(), changed);
     run.set_collector(Collector::Outputs, all_up, started.elapsed().as_secs_f64());

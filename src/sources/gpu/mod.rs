@@ -171,30 +171,29 @@ impl GpuSource {
         let mut run = self.run.locked();
         let waited = asked.elapsed().as_secs_f64();
         let since = clock::now() - waited;
-        if run.gpu_hung_since.is_none() {
+        if run.gpu_hung(since) {
             tracing::warn!(
                 "an NVML call has not returned for {:?}: GPU figures are stale until it does",
                 self.timeout
             );
-            run.gpu_hung_since = Some(since);
         }
         run.set_collector(Collector::Gpu, false, waited);
     }
 
     fn apply(&mut self, result: Result<GpuReading, String>, elapsed: f64) {
         let mut run = self.run.locked();
-        if run.gpu_hung_since.take().is_some() {
+        if run.gpu_answers() {
             tracing::info!("NVML answers again after {elapsed:.1}s");
         }
         match result {
             Ok(mut reading) => {
                 reading.at = clock::now();
                 let server = run
-                    .discovered
+                    .discovered()
                     .as_ref()
                     .and_then(|d| d.server.as_ref())
                     .map(|s| s.pid);
-                let driver = run.process.as_ref().and_then(|p| p.pid);
+                let driver = run.process().as_ref().and_then(|p| p.pid);
                 attribute(&mut reading, server, driver);
                 run.take_gpus(reading);
                 run.set_collector(Collector::Gpu, true, elapsed);

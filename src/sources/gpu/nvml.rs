@@ -13,7 +13,7 @@
 
 use super::{process_name, GpuProcess, GpuReader, GpuReading, GpuSample};
 use crate::lock::Locked;
-use crate::model::{xid_label, Run};
+use crate::model::Run;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -271,12 +271,7 @@ fn watch(
                     "GPU {index} ({uuid}): critical XID error {}",
                     code.map_or("of unknown code".to_owned(), |c| c.to_string())
                 );
-                let mut run = run.locked();
-                let label = code.map_or_else(|| "other".to_owned(), xid_label);
-                *run.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
-                if let Some(code) = code {
-                    run.last_xid.insert(uuid, code);
-                }
+                run.locked().xid_error(uuid, code);
             }
             Err(NvmlError::Timeout) => {}
             Err(e) => return e.to_string(),

@@ -6,7 +6,7 @@
 use super::LogConfig;
 use crate::clock;
 use crate::lock::Locked;
-use crate::model::Run;
+use crate::model::{Run, TailCounts};
 use crate::parse::envelope::{Envelope, Piece, Unwrap};
 use crate::parse::{ansi, Event, Format, Parser};
 use crate::state::LogPosition;
@@ -178,7 +178,7 @@ impl FollowedLog {
             // Inline here, not a method: split out, the per-line closure is no longer inlined and
             // reading a log costs 15% more (BENCHMARKS.md, issue 49).
             let mut start = 0;
-            let utc_offset = model.utc_offset;
+            let utc_offset = model.utc_offset();
             let (parser, stripped) = (&mut self.parser, &mut self.stripped);
             let mut after_reset = self.after_reset;
             let mut resets = self.resets.iter().peekable();
@@ -267,13 +267,11 @@ impl FollowedLog {
     /// its birth time, and the follower's counts.
     fn note_log(&mut self, index: usize, model: &mut Run, birth: Option<Option<f64>>) {
         let format = self.parser.format();
-        if model.logs[index].format != format {
-            model.logs[index].format = format;
+        if model.set_log_format(index, format) {
             self.announce_format();
         }
         let envelope = self.unwrap.chosen();
-        if model.logs[index].envelope != envelope {
-            model.logs[index].envelope = envelope;
+        if model.set_log_envelope(index, envelope) {
             self.announce_envelope();
             // A record's `\r` (tqdm's frames) is the envelope's to split, knowing where a
             // cut record ends.
@@ -282,14 +280,13 @@ impl FollowedLog {
             }
         }
         let stats = self.follower.stats();
-        let log = &mut model.logs[index];
-        if let Some(began) = birth {
-            log.began_at = began;
-        }
-        log.rotations = stats.rotations;
-        log.truncations = stats.truncations;
-        log.oversized = stats.oversized_lines;
-        log.refused = stats.refused;
+        let counts = TailCounts {
+            rotations: stats.rotations,
+            truncations: stats.truncations,
+            oversized: stats.oversized_lines,
+            refused: stats.refused,
+        };
+        model.tailed(index, counts, birth);
     }
 
     /// The log file's birth time, asked once the log has lines (a file system that keeps
@@ -300,7 +297,7 @@ impl FollowedLog {
         }
         {
             let run = run.locked();
-            let log = &run.logs[index];
+            let log = &run.logs()[index];
             if log.began_at.is_some() || log.server {
                 return None;
             }

@@ -74,12 +74,12 @@ impl LogSource {
         if let Some(snapshot) = source.state.as_ref().and_then(StateDir::load) {
             source.restore(snapshot, &Self::paths(logs));
         }
-        source.run.locked().utc_offset = clock::utc_offset();
+        source.run.locked().set_utc_offset(clock::utc_offset());
         if !logs.is_empty() {
             let mut run = source.run.locked();
             run.expect_collector(Collector::Log);
-            for (stats, log) in run.logs.iter_mut().zip(logs) {
-                stats.server = log.server;
+            for (index, log) in logs.iter().enumerate() {
+                run.set_server_log(index, log.server);
             }
         }
         source
@@ -247,8 +247,7 @@ impl LogSource {
                     "{} answers again; reading it",
                     worker.path
                 );
-                let mut run = self.run.locked();
-                run.hung_files.remove(&worker.path);
+                self.run.locked().file_answers(&worker.path);
             }
         }
     }
@@ -274,8 +273,7 @@ impl LogSource {
                     "{path}: a read has not returned for {}s: the file system under it does not answer; the other logs go on",
                     crate::model::HUNG_AFTER
                 );
-                run.hung_files
-                    .insert(path.clone(), now - crate::model::HUNG_AFTER);
+                run.file_hung(path.clone(), now - crate::model::HUNG_AFTER);
             }
             run.set_collector(Collector::Log, all_up, elapsed.as_secs_f64());
         }
@@ -339,13 +337,13 @@ impl SourceConfig for Settings {
 /// The format a restored model says a log was found to be in.
 fn saved_format(run: &Mutex<Run>, path: &str) -> Option<crate::parse::Format> {
     let run = run.locked();
-    run.logs.iter().find(|l| l.path == path)?.format
+    run.logs().iter().find(|l| l.path == path)?.format
 }
 
 /// The envelope a restored model says a log's lines were found in.
 fn saved_envelope(run: &Mutex<Run>, path: &str) -> Option<crate::parse::envelope::Envelope> {
     let run = run.locked();
-    run.logs.iter().find(|l| l.path == path)?.envelope
+    run.logs().iter().find(|l| l.path == path)?.envelope
 }
 
 /// What `auto` makes of the start of the log at `path` now (for `check-config`): the format and

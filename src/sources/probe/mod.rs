@@ -10,7 +10,7 @@ use crate::clock;
 use crate::collectors::Collector;
 use crate::http_client::{self, Url};
 use crate::lock::Locked;
-use crate::model::{ProcessChange, ProcessState, Run, ServerState};
+use crate::model::{ProcessChange, Run, ServerState};
 use crate::sources::{Awaited, Built, Context, FirstRead, Round, Runs, SourceConfig, Task};
 use process::ProcessTarget;
 use std::sync::{Arc, Mutex};
@@ -292,7 +292,7 @@ impl Probes {
         let started = Instant::now();
         let known = {
             let run = self.run.locked();
-            run.process.as_ref().and_then(|p| p.pid)
+            run.process().as_ref().and_then(|p| p.pid)
         };
         // Reading /proc can block on a process stuck in the kernel (a hung CUDA call): the
         // round must end anyway, with the process state unknown this time.
@@ -307,8 +307,7 @@ impl Probes {
             run.set_collector(Collector::Process, false, started.elapsed().as_secs_f64());
             return;
         };
-        let state = run.process.get_or_insert_with(ProcessState::default);
-        match state.observe(found.unwrap_or(None), clock::now()) {
+        match run.process_seen(found.unwrap_or(None), clock::now()) {
             Some(ProcessChange::Started(pid)) => {
                 tracing::info!(pid, "pipeline process {pid} is running")
             }
@@ -329,7 +328,7 @@ impl Probes {
         let started = Instant::now();
         let server = self.server().await;
         let mut run = self.run.locked();
-        if let (Some(error), Some(old)) = (&server.error, &run.server) {
+        if let (Some(error), Some(old)) = (&server.error, &run.server()) {
             if old.error.as_ref() != Some(error) {
                 tracing::warn!("inference server probe: {error}");
             }

@@ -19,11 +19,11 @@ pub struct Target {
 /// The driver (the probe's pid, else discovery's) and the server's processes that matter.
 pub fn of(run: &Run) -> Vec<Target> {
     let driver = run
-        .process
+        .process()
         .as_ref()
         .and_then(|p| p.pid)
-        .or_else(|| run.discovered.as_ref()?.driver.as_ref().map(|d| d.pid));
-    with_server(driver, run.discovered.as_ref())
+        .or_else(|| run.discovered().as_ref()?.driver.as_ref().map(|d| d.pid));
+    with_server(driver, run.discovered().as_ref())
 }
 
 /// What a look at a run folder found: its driver and its server's processes.

@@ -1,0 +1,196 @@
+//! What the rest of the sidecar may read of the run: each field, read-only. The fields are
+//! private to the model, so the only way to change the run is one of its methods: the model is
+//! the one writer (docs/architecture.md#one-writer).
+
+use super::*;
+
+impl Run {
+    pub fn model_name(&self) -> &Option<String> {
+        &self.model_name
+    }
+
+    pub fn complete_said(&self) -> bool {
+        self.complete_said
+    }
+
+    pub fn partitions(&self) -> &BTreeMap<String, Partition> {
+        &self.partitions
+    }
+
+    pub fn logs(&self) -> &[LogStats] {
+        &self.logs
+    }
+
+    pub fn collectors(&self) -> &BTreeMap<Collector, CollectorState> {
+        &self.collectors
+    }
+
+    pub fn collectors_on(&self) -> crate::collectors::Collectors {
+        self.collectors_on
+    }
+
+    pub fn recent_lines(&self) -> &RecentLines {
+        &self.recent_lines
+    }
+
+    pub fn outputs(&self) -> &BTreeMap<String, OutputFile> {
+        &self.outputs
+    }
+
+    pub fn outputs_generation(&self) -> u64 {
+        self.outputs_generation
+    }
+
+    pub fn output_totals(&self) -> &outputs::OutputTotals {
+        &self.output_totals
+    }
+
+    pub fn inputs(&self) -> &BTreeMap<String, InputFile> {
+        &self.inputs
+    }
+
+    pub fn output_tokens(&self) -> &BTreeMap<String, Window> {
+        &self.output_tokens
+    }
+
+    pub fn gpus(&self) -> &Option<GpuReading> {
+        &self.gpus
+    }
+
+    pub fn xid_errors(&self) -> &BTreeMap<(String, String), u64> {
+        &self.xid_errors
+    }
+
+    pub fn last_xid(&self) -> &BTreeMap<String, u64> {
+        &self.last_xid
+    }
+
+    pub fn gpu_hung_since(&self) -> Option<Seconds> {
+        self.gpu_hung_since
+    }
+
+    pub fn process(&self) -> &Option<ProcessState> {
+        &self.process
+    }
+
+    pub fn server(&self) -> &Option<ServerState> {
+        &self.server
+    }
+
+    pub fn server_log(&self) -> &ServerLogState {
+        &self.server_log
+    }
+
+    pub fn server_generating_at(&self) -> Option<Seconds> {
+        self.server_generating_at
+    }
+
+    pub fn server_working_at(&self) -> Option<Seconds> {
+        self.server_working_at
+    }
+
+    pub fn server_seen_at(&self) -> Option<Seconds> {
+        self.server_seen_at
+    }
+
+    pub fn utc_offset(&self) -> i64 {
+        self.utc_offset
+    }
+
+    pub fn hung_files(&self) -> &BTreeMap<String, Seconds> {
+        &self.hung_files
+    }
+
+    pub fn output_reading(&self) -> &BTreeMap<u64, (String, Seconds)> {
+        &self.output_reading
+    }
+
+    pub fn refused_files(&self) -> &std::collections::BTreeSet<String> {
+        &self.refused_files
+    }
+
+    pub fn output_files(&self) -> OutputFiles {
+        self.output_files
+    }
+
+    pub fn history(&self) -> &history::History {
+        &self.history
+    }
+
+    pub fn outputs_resumed(&self) -> &BTreeMap<String, Seconds> {
+        &self.outputs_resumed
+    }
+
+    pub fn passes(&self) -> &BTreeMap<String, PassMark> {
+        &self.passes
+    }
+
+    pub fn identities_stored(&self) -> usize {
+        self.identities_stored
+    }
+
+    pub fn discovered(&self) -> &Option<Discovered> {
+        &self.discovered
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn gpu_seconds(&self) -> f64 {
+        self.gpu_seconds
+    }
+
+    pub fn identity(&self) -> &Option<crate::run_identity::RunLabel> {
+        &self.identity
+    }
+
+    pub fn run_id(&self) -> &Option<(String, u64)> {
+        &self.run_id
+    }
+
+    pub fn runs_started(&self) -> u64 {
+        self.runs_started
+    }
+
+    pub fn run_started(&self) -> &Option<RunStarted> {
+        &self.run_started
+    }
+
+    pub fn slurm(&self) -> &Option<slurm::SlurmJob> {
+        &self.slurm
+    }
+}
+
+/// Tests outside the model stage a run directly: what no source could bring about in a few
+/// lines (a server in a given state, a hand-made output file's counts).
+#[cfg(test)]
+impl Run {
+    pub fn server_mut(&mut self) -> &mut Option<ServerState> {
+        &mut self.server
+    }
+
+    pub fn process_mut(&mut self) -> &mut Option<ProcessState> {
+        &mut self.process
+    }
+
+    pub fn discovered_mut(&mut self) -> &mut Option<Discovered> {
+        &mut self.discovered
+    }
+
+    pub fn gpus_mut(&mut self) -> &mut Option<GpuReading> {
+        &mut self.gpus
+    }
+
+    pub fn outputs_mut(&mut self) -> &mut BTreeMap<String, OutputFile> {
+        &mut self.outputs
+    }
+
+    pub fn partitions_mut(&mut self) -> &mut BTreeMap<String, Partition> {
+        &mut self.partitions
+    }
+
+    pub fn logs_mut(&mut self) -> &mut [LogStats] {
+        &mut self.logs
+    }
+}
