@@ -870,3 +870,35 @@ fn frozen_gauges_are_not_shown_once_nothing_waits_on_the_server() {
     run.server_mut().as_mut().unwrap().frozen = false;
     assert_eq!(run.server_figures().running, Some(1.0));
 }
+
+/// vLLM's `run_batch` writes its output file once its bar is closed; a sidecar that reads the
+/// file before the bar's last frame (a slow log, a loaded node) has the log at 0 and the
+/// files at the plan. The notice fires on the files, and says their count, not the log's.
+#[test]
+fn a_partition_finished_on_its_files_before_its_log_says_the_files_count() {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: P1 (40 requests)"),
+            (T0 + 20.0, "  0/40 (0 err) 0.0 req/s"),
+        ],
+    );
+    run.set_output_file(
+        "/b/P1/output.jsonl".into(),
+        OutputFile {
+            partition: "P1".into(),
+            stats: OutputStats {
+                records: 40,
+                ..OutputStats::default()
+            },
+            last_write: Some(T0 + 30.0),
+        },
+    );
+    let c = eval(&run, T0 + 31.0);
+    let finished = c
+        .iter()
+        .find(|c| c.alert == AlertName::PartitionFinished)
+        .unwrap_or_else(|| panic!("no PartitionFinished: {c:?}"));
+    assert_eq!(finished.summary, "40 requests done");
+}

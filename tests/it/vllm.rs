@@ -447,14 +447,21 @@ fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
             std::fs::read_to_string(run.join("run.log")).unwrap_or_default()
         );
         let total: f64 = partitions.iter().map(|(_, n)| n).sum();
-        let m = sidecar.wait_metrics("the run's records and RunFinished", |m| {
-            m.get("pulse_run_requests_completed", "") == Some(total)
-                && m.get(
-                    "pulse_notifications_total",
-                    "alert=\"RunFinished\",result=\"not_configured\",channel=\"email\"",
-                )
-                .is_some_and(|n| n >= 1.0)
-        });
+        // Each partition's own count too: the log's last frame may be read after the files.
+        let m = sidecar.wait_metrics(
+            "the run's records, each partition's count and RunFinished",
+            |m| {
+                m.get("pulse_run_requests_completed", "") == Some(total)
+                    && partitions.iter().all(|(p, n)| {
+                        m.partition("pulse_partition_requests_completed", p) == Some(*n)
+                    })
+                    && m.get(
+                        "pulse_notifications_total",
+                        "alert=\"RunFinished\",result=\"not_configured\",channel=\"email\"",
+                    )
+                    .is_some_and(|n| n >= 1.0)
+            },
+        );
         eprintln!(
             "{driver}: ran {:.1} s; RunFinished {:.1} s after it exited; shown before its file: {ahead_of_file:?}",
             ran.as_secs_f64(),
