@@ -183,7 +183,11 @@ impl Run {
     }
 
     pub fn outputs_mut(&mut self) -> &mut BTreeMap<String, OutputFile> {
-        &mut self.outputs
+        Arc::make_mut(&mut self.outputs)
+    }
+
+    pub fn inputs_mut(&mut self) -> &mut BTreeMap<String, InputFile> {
+        Arc::make_mut(&mut self.inputs)
     }
 
     pub fn partitions_mut(&mut self) -> &mut BTreeMap<String, Partition> {

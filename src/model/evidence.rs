@@ -232,7 +232,7 @@ mod tests {
         let mut run = Run::new(&["a.log".into()]);
         feed(&mut run, T0, "Processing: A\n  50/1000 (0 err) 1.0 req/s");
         generating(&mut run, 150.0, 1300.0, T0 + 900.0);
-        run.outputs.insert(
+        run.outputs_mut().insert(
             "a.jsonl".into(),
             OutputFile {
                 partition: "A".into(),
@@ -273,7 +273,7 @@ mod tests {
     fn between_partitions_the_run_needs_evidence_while_work_is_left() {
         let mut run = Run::new(&["a.log".into()]);
         feed(&mut run, T0, "Processing: B1\n  200/200 (0 err) 1.0 req/s");
-        run.inputs.insert(
+        run.inputs_mut().insert(
             "B2/prompts.jsonl".into(),
             crate::model::InputFile {
                 partition: "B2".into(),
@@ -284,7 +284,7 @@ mod tests {
         assert!(run.unfinished(&views));
         assert_eq!(run.run_stall_seconds(&views, T0 + 2400.0), Some(2400.0));
         // Once every partition reached its plan there is nothing to wait for.
-        run.inputs.clear();
+        run.inputs_mut().clear();
         let views = run.views();
         assert!(Run::complete(&views));
         assert_eq!(run.run_stall_seconds(&views, T0 + 2400.0), None);

@@ -40,6 +40,7 @@ use crate::collectors::Collector;
 use crate::parse::{Event, ServerLine, ServerRead};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Unix time in seconds.
 pub type Seconds = f64;
@@ -85,7 +86,7 @@ pub struct Run {
     recent_lines: RecentLines,
     /// Output files by path. The output source keeps its own snapshot of these.
     #[serde(skip)]
-    outputs: BTreeMap<String, OutputFile>,
+    outputs: Arc<BTreeMap<String, OutputFile>>,
     /// Goes up with every change to `outputs` made through [`Run::set_output_file`].
     #[serde(skip)]
     outputs_generation: u64,
@@ -96,7 +97,7 @@ pub struct Run {
     output_totals: outputs::OutputTotals,
     /// Input files (planned requests) by path.
     #[serde(skip)]
-    inputs: BTreeMap<String, InputFile>,
+    inputs: Arc<BTreeMap<String, InputFile>>,
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
     output_tokens: BTreeMap<String, Window>,
@@ -157,7 +158,7 @@ pub struct Run {
     output_files: OutputFiles,
     /// The recent past at a fixed resolution; saved on its own (`history.json`).
     #[serde(skip)]
-    history: history::History,
+    history: Arc<history::History>,
     /// Per partition, the first output write seen after its latest progress line.
     #[serde(skip)]
     outputs_resumed: BTreeMap<String, Seconds>,

@@ -6,6 +6,7 @@ use super::window::Window;
 use super::{Partition, Run, Seconds, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A gap between log and outputs up to this many requests is normal (writes lag the log).
 pub const MISMATCH_MIN_GAP: f64 = 50.0;
@@ -485,7 +486,7 @@ impl Run {
     /// Records a file's counts (the output source's one way in), so that the totals per
     /// partition are known to be out of date.
     pub fn set_output_file(&mut self, path: String, file: OutputFile) {
-        self.outputs.insert(path, file);
+        Arc::make_mut(&mut self.outputs).insert(path, file);
         self.outputs_generation += 1;
     }
 
@@ -633,7 +634,7 @@ mod tests {
         for _ in 0..records {
             stats.add(&facts(10, "stop"), 100);
         }
-        run.outputs.insert(
+        run.outputs_mut().insert(
             "/p/A/raw.jsonl".into(),
             OutputFile {
                 partition: "A".into(),
@@ -642,7 +643,7 @@ mod tests {
             },
         );
         if let Some(lines) = planned_inputs {
-            run.inputs.insert(
+            run.inputs_mut().insert(
                 "/p/A/prompts.jsonl".into(),
                 InputFile {
                     partition: "A".into(),
@@ -662,7 +663,7 @@ mod tests {
         for _ in 0..duplicates {
             stats.add_duplicate(|| Some("A-1".into()));
         }
-        run.outputs.get_mut("/p/A/raw.jsonl").unwrap().stats = stats;
+        run.outputs_mut().get_mut("/p/A/raw.jsonl").unwrap().stats = stats;
         run.note_output_tokens(now, true);
     }
 
@@ -817,7 +818,7 @@ mod tests {
             None,
         );
         run.note_output_tokens(100.0, true);
-        let file = run.outputs.get_mut("/p/A/raw.jsonl").unwrap();
+        let file = run.outputs_mut().get_mut("/p/A/raw.jsonl").unwrap();
         for _ in 0..50 {
             file.stats.add(&facts(20, "stop"), 10);
         }

@@ -299,7 +299,7 @@ fn a_bar_no_header_named_is_not_added_to_the_records_of_named_partitions() {
     for _ in 0..24 {
         stats.add(&Facts::default(), 10);
     }
-    run.outputs.insert(
+    run.outputs_mut().insert(
         "/run/outputs/B1/responses.jsonl".into(),
         OutputFile {
             partition: "B1".into(),

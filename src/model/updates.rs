@@ -118,7 +118,7 @@ impl Run {
 
     /// An input file's planned requests.
     pub fn set_input_file(&mut self, path: String, file: InputFile) {
-        self.inputs.insert(path, file);
+        Arc::make_mut(&mut self.inputs).insert(path, file);
     }
 
     /// A reader of the output source went into `path` (a file, or a glob) at `now`.
@@ -184,18 +184,18 @@ impl Run {
 impl Run {
     /// The history as saved before a restart.
     pub fn set_history(&mut self, history: history::History) {
-        self.history = history;
+        self.history = Arc::new(history);
     }
 
     /// Takes the run's figures now into the history.
     pub fn sample_history(&mut self, now: Seconds) {
         let mut history = std::mem::take(&mut self.history);
-        history.sample(self, now);
+        Arc::make_mut(&mut history).sample(self, now);
         self.history = history;
     }
 
     /// An alert began (`firing`) or ended at `at`, for the charts.
     pub fn mark_alert(&mut self, at: Seconds, alert: &str, partition: Option<&str>, firing: bool) {
-        self.history.mark(at, alert, partition, firing);
+        Arc::make_mut(&mut self.history).mark(at, alert, partition, firing);
     }
 }

@@ -256,10 +256,9 @@ fn metrics_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
 
 fn status_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
     let alerts = state.alerts.get();
-    let status = {
-        let run = state.run.locked();
-        Status::from_run(&run, &alerts, &state.host, crate::clock::now())
-    };
+    // A copy of the run, taken under its lock; the status is made from it outside.
+    let run = state.run.locked().clone();
+    let status = Status::from_run(&run, &alerts, &state.host, crate::clock::now());
     let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
     (StatusCode::OK, "application/json", body)
 }

@@ -105,20 +105,19 @@ impl Collector for RunCollector {
             enc,
             on: Collectors::all(),
         };
-        // A snapshot, taken before the run's lock and read after it.
+        // Snapshots: the alert engine's as published, and a copy of the run taken under its
+        // lock (the output files and the history are shared, not copied), so that no source
+        // waits while the exposition is written.
         let alerts = self.alerts.get();
-        let identity = {
-            let run = self.run.locked();
-            enc.on = run.collectors_on();
-            partitions::encode(&run, now, &mut enc)?;
-            gpu::encode(&run, &mut enc)?;
-            server::encode(&run, &mut enc)?;
-            slurm::encode(&run, &mut enc)?;
-            sources::encode(&run, now, &mut enc)?;
-            (run.identity().clone(), run.run_id().clone())
-        };
+        let run = self.run.locked().clone();
+        enc.on = run.collectors_on();
+        partitions::encode(&run, now, &mut enc)?;
+        gpu::encode(&run, &mut enc)?;
+        server::encode(&run, &mut enc)?;
+        slurm::encode(&run, &mut enc)?;
+        sources::encode(&run, now, &mut enc)?;
         alerts::encode(&alerts, &mut enc)?;
-        if let (Some(label), id) = identity {
+        if let (Some(label), id) = (run.identity().clone(), run.run_id().clone()) {
             let id = id.map_or_else(|| crate::run_identity::named_id(&label.run), |(id, _)| id);
             let labels = [
                 ("run", label.run.as_str()),
