@@ -191,7 +191,7 @@ impl Run {
     }
 
     pub fn partitions_mut(&mut self) -> &mut BTreeMap<String, Partition> {
-        &mut self.partitions
+        Arc::make_mut(&mut self.partitions)
     }
 
     pub fn logs_mut(&mut self) -> &mut [LogStats] {

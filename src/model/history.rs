@@ -170,7 +170,7 @@ impl History {
         let (res, span) = (self.resolution, self.span);
         if !self.backlog_placed {
             self.backlog_placed = true;
-            for (name, p) in &run.partitions {
+            for (name, p) in run.partitions.iter() {
                 if let Some(at) = p.last_progress_at.filter(|at| *at < now - res) {
                     let series = self.partitions.entry(name.clone()).or_default();
                     Self::put(series, "completed", at, Some(p.completed as f64), res, span);
@@ -179,7 +179,7 @@ impl History {
         }
         let mut completed = 0.0;
         let mut tps = Vec::new();
-        for (name, p) in &run.partitions {
+        for (name, p) in run.partitions.iter() {
             completed += p.completed as f64;
             let rate = p.completion_tokens_per_second(now);
             tps.extend(rate);

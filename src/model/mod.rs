@@ -73,7 +73,7 @@ pub struct Run {
     /// The driver's log said the whole run is done, and no partition began after.
     #[serde(default)]
     complete_said: bool,
-    partitions: BTreeMap<String, Partition>,
+    partitions: Arc<BTreeMap<String, Partition>>,
     logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
     #[serde(skip)]
@@ -83,7 +83,7 @@ pub struct Run {
     #[serde(skip)]
     collectors_on: crate::collectors::Collectors,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
-    recent_lines: RecentLines,
+    recent_lines: Arc<RecentLines>,
     /// Output files by path. The output source keeps its own snapshot of these.
     #[serde(skip)]
     outputs: Arc<BTreeMap<String, OutputFile>>,
@@ -100,7 +100,7 @@ pub struct Run {
     inputs: Arc<BTreeMap<String, InputFile>>,
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
-    output_tokens: BTreeMap<String, Window>,
+    output_tokens: Arc<BTreeMap<String, Window>>,
     /// The log lines read when the output tokens were last noted in full.
     #[serde(skip)]
     lines_at_output_note: u64,
@@ -125,7 +125,7 @@ pub struct Run {
     server: Option<ServerState>,
     /// The inference server's own log, when one is followed.
     #[serde(default)]
-    server_log: ServerLogState,
+    server_log: Arc<ServerLogState>,
     /// When the server was last seen generating (running requests, tok/s above zero).
     #[serde(skip)]
     server_generating_at: Option<Seconds>,
@@ -374,10 +374,10 @@ impl Run {
                     ..
                 }))
             ) {
-                self.server_log.tail.push(line);
+                Arc::make_mut(&mut self.server_log).tail.push(line);
             }
         } else {
-            self.recent_lines.push(line);
+            Arc::make_mut(&mut self.recent_lines).push(line);
         }
         match event {
             Some(Event::Unparsed) => stats.unparsed += 1,
@@ -417,7 +417,7 @@ impl Run {
         );
         self.model_name = None;
         self.complete_said = false;
-        self.partitions.clear();
+        Arc::make_mut(&mut self.partitions).clear();
         self.passes.clear();
         self.outputs_resumed.clear();
         self.gpu_seconds = 0.0;
@@ -478,7 +478,7 @@ impl Run {
             Event::RunComplete => self.complete_said = true,
             Event::Server(read) => {
                 if let Some(format) = self.logs[log].format {
-                    self.server_log.format = Some(format);
+                    Arc::make_mut(&mut self.server_log).format = Some(format);
                 }
                 self.server_line(read, text, now)
             }
@@ -516,7 +516,7 @@ impl Run {
                     .current
                     .as_deref()
                     .unwrap_or(DEFAULT_PARTITION);
-                match self.partitions.get_mut(name) {
+                match Arc::make_mut(&mut self.partitions).get_mut(name) {
                     Some(p) => p.progress(&progress, now),
                     None => {
                         let name = name.to_owned();
@@ -532,7 +532,7 @@ impl Run {
         let current = &mut self.logs[log].current;
         if current.is_none() {
             *current = Some(DEFAULT_PARTITION.to_owned());
-            self.partitions
+            Arc::make_mut(&mut self.partitions)
                 .entry(DEFAULT_PARTITION.to_owned())
                 .or_default()
                 .active = true;
@@ -550,7 +550,7 @@ impl Run {
             return;
         }
         if let Some(old) = current.replace(name.to_owned()) {
-            if let Some(p) = self.partitions.get_mut(&old) {
+            if let Some(p) = Arc::make_mut(&mut self.partitions).get_mut(&old) {
                 p.active = false;
             }
         }
@@ -560,10 +560,11 @@ impl Run {
     fn partition_mut(&mut self, name: &str) -> &mut Partition {
         // Look up before inserting: the common case must not allocate a key.
         if !self.partitions.contains_key(name) {
-            self.partitions
-                .insert(name.to_owned(), Partition::default());
+            Arc::make_mut(&mut self.partitions).insert(name.to_owned(), Partition::default());
         }
-        self.partitions.get_mut(name).expect("inserted above")
+        Arc::make_mut(&mut self.partitions)
+            .get_mut(name)
+            .expect("inserted above")
     }
 
     /// Restart count over all partitions.

@@ -535,7 +535,7 @@ impl Run {
     pub fn note_output_tokens(&mut self, now: Seconds, changed: bool) {
         let lines: u64 = self.logs.iter().map(|l| l.lines).sum();
         if !changed && lines == self.lines_at_output_note {
-            for window in self.output_tokens.values_mut() {
+            for window in Arc::make_mut(&mut self.output_tokens).values_mut() {
                 window.repeat(now);
             }
             return;
@@ -548,9 +548,11 @@ impl Run {
         }
         self.note_outputs_resumed();
         self.note_passes();
-        self.output_tokens.retain(|p, _| totals.contains_key(p));
+        Arc::make_mut(&mut self.output_tokens).retain(|p, _| totals.contains_key(p));
         for (partition, tokens) in totals {
-            let window = self.output_tokens.entry(partition).or_default();
+            let window = Arc::make_mut(&mut self.output_tokens)
+                .entry(partition)
+                .or_default();
             window.push(now, tokens as f64);
         }
     }

@@ -388,7 +388,7 @@ impl Run {
             .map(|s| s.resolve(now, self.utc_offset))
             .filter(|at| *at <= now + 60.0)
             .map_or(now, |at| at.min(now));
-        self.server_log.take(read.line, text, at);
+        std::sync::Arc::make_mut(&mut self.server_log).take(read.line, text, at);
         if let ServerLine::Report(r) = read.line {
             if r.decode {
                 let figures = self.server_log.figures();
@@ -585,7 +585,7 @@ mod tests {
         let mut log = ServerLog::default();
         for line in lines {
             if let Some(read) = log.parse(line.as_bytes()) {
-                run.server_log.format = log.format();
+                std::sync::Arc::make_mut(&mut run.server_log).format = log.format();
                 run.server_line(read, line.as_bytes(), now);
             }
         }
