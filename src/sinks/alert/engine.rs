@@ -889,6 +889,7 @@ mod tests {
             http_timeout: Duration::from_secs(10),
             retry_backoff: Duration::from_secs(10),
             stacks: None,
+            actions: Default::default(),
             context: Context {
                 host: "node".into(),
                 dashboard_url: None,
