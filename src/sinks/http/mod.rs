@@ -256,10 +256,11 @@ fn metrics_answer(state: &HttpState, req: &Request<Incoming>) -> Answer {
 
 fn status_answer(state: &HttpState, _: &Request<Incoming>) -> Answer {
     let alerts = state.alerts.get();
-    let status = {
+    let mut status = {
         let run = state.run.locked();
         Status::from_run(&run, &alerts.alerts, &state.host, crate::clock::now())
     };
+    status.actions = alerts.action_runs.clone();
     let body = serde_json::to_string_pretty(&status).expect("a Status always serializes");
     (StatusCode::OK, "application/json", body)
 }

@@ -62,6 +62,10 @@ pub struct Status {
     /// ended when SLURM ended it (docs/slurm.md).
     #[serde(default)]
     pub slurm: Option<SlurmStatus>,
+    /// The latest action runs, the newest last (docs/alerts.md#actions): what the alert
+    /// engine publishes, added where the document is served.
+    #[serde(default)]
+    pub actions: Vec<crate::model::ActionRun>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -519,6 +523,7 @@ fn build(run: &Run, host: &str, now: Seconds, alerts: Vec<AlertStatus>) -> Statu
             )
         }),
         stacks: run.stacks.as_deref().map(StacksStatus::of),
+        actions: Vec::new(),
     }
 }
 

@@ -68,6 +68,9 @@ pub enum Held {
     Finished,
     /// A silence holds the alert and the action is not for silenced alerts.
     Silenced,
+    /// An alert that explains it fires or is pending (`ServerDown` holds `Stalled`): the
+    /// cause's action is the one to run.
+    Inhibited,
     /// It runs now (for this alert or another): never twice at once.
     Running,
     /// It ran `max_runs` times in this episode.
@@ -83,6 +86,7 @@ pub struct Firing<'a> {
     /// When it began firing: a new value is a new episode.
     pub since: f64,
     pub silenced: bool,
+    pub inhibited: bool,
 }
 
 /// The episode of one alert instance an action last ran in.
@@ -126,6 +130,9 @@ impl Ledger {
         }
         if firing.silenced && !action.silenced {
             return Err(Held::Silenced);
+        }
+        if firing.inhibited {
+            return Err(Held::Inhibited);
         }
         if self.running.contains(&action.name) {
             return Err(Held::Running);
@@ -244,10 +251,57 @@ pub fn seconds(s: f64) -> String {
     let s = s.round() as u64;
     match s {
         0..60 => format!("{s} s"),
-        _ if s % 60 == 0 => format!("{} min", s / 60),
+        _ if s.is_multiple_of(60) => format!("{} min", s / 60),
         _ => format!("{} min {} s", s / 60, s % 60),
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+/// The runs the round starts: every action due for a firing alert it matches, at most one
+/// run of each at once. `silenced` says whether a silence holds an alert; `tracked` are the
+/// alerts firing or pending, which may hold back the ones they explain.
+pub fn due(
+    actions: &Actions,
+    ledger: &mut Ledger,
+    firing: &[(Condition, f64)],
+    tracked: &[AlertName],
+    silenced: impl Fn(&Condition) -> bool,
+    facts: &Facts,
+    now: f64,
+) -> Vec<(Action, Condition, f64, u32)> {
+    let mut out = Vec::new();
+    for action in &actions.list {
+        for (condition, since) in firing.iter().filter(|(c, _)| action.matches(c)) {
+            let f = Firing {
+                condition,
+                since: *since,
+                silenced: silenced(condition),
+                inhibited: tracked.iter().any(|t| t.inhibits(condition.alert)),
+            };
+            match ledger.verdict(action, f, facts.finished, now) {
+                Ok(()) => {
+                    ledger.begin(&action.name, f);
+                    let attempt = ledger.runs(&action.name, &condition.key());
+                    out.push((action.clone(), condition.clone(), *since, attempt));
+                }
+                Err(held) => tracing::debug!(
+                    action = %action.name,
+                    alert = %condition.alert,
+                    "the action does not run now: {held:?}"
+                ),
+            }
+        }
+    }
+    out
+}
+
+impl Ledger {
+    /// The runs of `action` in the current episode of `alert_key`.
+    fn runs(&self, action: &str, alert_key: &str) -> u32 {
+        self.episodes
+            .get(&episode_key(action, alert_key))
+            .map_or(0, |e| e.runs)
+    }
+}

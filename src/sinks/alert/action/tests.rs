@@ -28,6 +28,7 @@ fn firing(c: &Condition, since: f64) -> Firing<'_> {
         condition: c,
         since,
         silenced: false,
+        inhibited: false,
     }
 }
 
@@ -108,6 +109,14 @@ fn silenced_alerts_and_finished_runs_run_nothing() {
     assert_eq!(
         ledger.verdict(&a, firing(&c, 100.0), true, 100.0),
         Err(Held::Finished)
+    );
+    let inhibited = Firing {
+        inhibited: true,
+        ..firing(&c, 100.0)
+    };
+    assert_eq!(
+        ledger.verdict(&a, inhibited, false, 100.0),
+        Err(Held::Inhibited)
     );
 }
 
