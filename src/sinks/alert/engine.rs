@@ -122,7 +122,11 @@ impl Engine {
         let view = Published::default();
         view.update(|v| seed_notification_counters(&config, v));
         view.update(|v| seed_action_counters(&config, v));
-        if let Some(runs) = state.and_then(|s| s.load_json::<Vec<ActionRun>>(ACTIONS)) {
+        if let Some(mut runs) = state.and_then(|s| s.load_json::<Vec<ActionRun>>(ACTIONS)) {
+            // A run the last life saw start has no one to wait for it now.
+            for run in runs.iter_mut().filter(|r| r.result == "running") {
+                run.result = "interrupted".into();
+            }
             view.update(|v| v.action_runs = runs);
         }
         if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
