@@ -45,12 +45,14 @@ fn action(name: &str, command: &Path, extra: &str) -> String {
 }
 
 /// A config file stalling after 1 s, evaluated every 100 ms, with a webhook to `hook`.
+/// Emails go into `dir/mail` as `.eml` files.
 fn config(dir: &Path, log: &Path, hook: &Receiver, actions: &str) -> PathBuf {
     let file = dir.join("pulse.toml");
     std::fs::write(
         &file,
         format!(
-            "stall_after = \"1s\"\nalert_interval = \"100ms\"\nretry_backoff = \"100ms\"\nhostname = \"gpu-node-01\"\n[[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n{actions}\n[[logs]]\npath = {:?}\n",
+            "stall_after = \"1s\"\nalert_interval = \"100ms\"\nretry_backoff = \"100ms\"\nhostname = \"gpu-node-01\"\nsmtp = \"file://{}\"\nemail_to = [\"oncall@example.com\"]\n[[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n{actions}\n[[logs]]\npath = {:?}\n",
+            path_str(&dir.join("mail")),
             hook.url("/hook"),
             path_str(log)
         ),
@@ -70,6 +72,17 @@ fn sidecar(file: &Path, state: &Path, more: &[&str]) -> Sidecar {
     ];
     args.extend_from_slice(more);
     Sidecar::run(&args)
+}
+
+fn emails(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir.join("mail"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "eml"))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn said(r: &[Received], text: &str) -> bool {
@@ -139,6 +152,16 @@ fn an_action_gets_the_alert_and_what_it_did_is_said_counted_and_kept() {
     assert_eq!(run["output"], "recorded\n");
     let kept = read_json(&state.join("actions.json")).unwrap();
     assert_eq!(kept[0]["said"], run["said"]);
+    // The email says it too: the page that it runs, the reminder what it did.
+    let mut mails = Vec::new();
+    wait_for("the emails", || {
+        mails = emails(dir.path());
+        mails.iter().any(|m| m.contains("STILL FIRING"))
+    });
+    let told = mails.iter().find(|m| m.contains("STILL FIRING")).unwrap();
+    assert!(told.contains("ran `record` (exit 0, "), "{told}");
+    let page = mails.iter().find(|m| !m.contains("STILL FIRING")).unwrap();
+    assert!(page.contains("running `record`"), "{page}");
     // The run moves again: the resolution says after what, and the action ran once.
     append(
         &log,
