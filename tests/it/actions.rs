@@ -372,7 +372,17 @@ fn the_recipes_restart_the_unit_requeue_the_job_and_save_the_stacks() {
 fn the_kill_recipe_ends_the_engine_and_never_a_pid_reused_since() {
     let dir = temp_dir();
     let (_, path) = recorders(dir.path(), &[]);
-    let mut engine = Command::new("sleep").arg("300").spawn().unwrap();
+    // An engine and the worker it started, which ignores SIGTERM as a wedged one does.
+    let worker_pid = dir.path().join("worker.pid");
+    let mut engine = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' & wait",
+            path_str(&worker_pid)
+        ))
+        .spawn()
+        .unwrap();
+    wait_for("the worker", || worker_pid.exists());
     let pid = engine.id().to_string();
     // Not an engine by its command line: left alone.
     let out = recipe(
@@ -391,10 +401,23 @@ fn the_kill_recipe_ends_the_engine_and_never_a_pid_reused_since() {
     let out = recipe(
         "kill-engine.sh",
         &path,
-        &[("PULSE_SERVER_PID", &pid), ("ENGINE_MATCH", "^sleep 300")],
+        &[
+            ("PULSE_SERVER_PID", &pid),
+            ("ENGINE_MATCH", "^sh -c sh -c"),
+            ("GRACE", "1"),
+        ],
     );
     assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("SIGKILL"), "{said}");
     let status = reaper.join().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGTERM));
+    let worker = std::fs::read_to_string(&worker_pid).unwrap();
+    let stat = format!("/proc/{}/stat", worker.trim());
+    wait_for("the worker killed", || {
+        std::fs::read_to_string(&stat).map_or(true, |s| {
+            s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+        })
+    });
 }
