@@ -47,10 +47,21 @@ impl RawConfig {
             }
             list.push(action);
         }
+        let secret_env = self
+            .smtp_password_env
+            .iter()
+            .chain(
+                self.webhooks
+                    .iter()
+                    .flat_map(|w| w.headers.values().filter_map(|h| h.env.as_ref())),
+            )
+            .cloned()
+            .collect();
         Ok(Actions {
             list,
             dry_run: self.dry_run_actions.unwrap_or(false),
             server_url: self.server_health_url.clone(),
+            secret_env,
         })
     }
 }
@@ -206,6 +217,15 @@ mod tests {
             assert!(err.contains("`actions[0].command`"), "{err}");
             assert!(err.contains(said), "{err}");
         }
+    }
+
+    #[test]
+    fn the_variables_holding_secrets_are_named_for_removal() {
+        let raw: RawConfig = toml::from_str(
+            "smtp_password_env = \"SMTP_PW\"\n[[webhooks]]\nurl = \"http://h:1/\"\n[webhooks.headers]\nAuthorization = { env = \"HOOK_TOKEN\" }\n",
+        )
+        .unwrap();
+        assert_eq!(raw.actions().unwrap().secret_env, ["SMTP_PW", "HOOK_TOKEN"]);
     }
 
     #[test]

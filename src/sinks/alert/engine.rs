@@ -344,6 +344,7 @@ impl Engine {
                     now,
                 )
             });
+            let secret_env = actions.secret_env.clone();
             for (action, condition, since, attempt) in due {
                 self.start_action(
                     Launch {
@@ -353,6 +354,7 @@ impl Engine {
                         facts: facts.clone(),
                         attempt,
                         host: self.config.context.host.clone(),
+                        secret_env: secret_env.clone(),
                     },
                     now,
                 );

@@ -59,6 +59,10 @@ pub struct Actions {
     /// The configured `server_health_url`, for `PULSE_SERVER_URL` where discovery found no
     /// server.
     pub server_url: Option<String>,
+    /// Variables of the sidecar's environment that hold its secrets (`smtp_password_env`, a
+    /// webhook header's `env`): left out of the commands' environment, which is the sidecar's
+    /// otherwise. A restart script has no business with the SMTP password.
+    pub secret_env: Vec<String>,
 }
 
 /// Why an action does not run for a firing alert now.

@@ -28,6 +28,8 @@ pub struct Launch {
     /// Which run of the episode this is, from 1.
     pub attempt: u32,
     pub host: String,
+    /// Variables of the sidecar's environment the command does not get.
+    pub secret_env: Vec<String>,
 }
 
 /// The document on the command's stdin.
@@ -164,6 +166,7 @@ impl Finished {
 pub fn execute(
     command: &[String],
     env: &[(String, String)],
+    hidden: &[String],
     stdin: &str,
     timeout: Duration,
 ) -> Finished {
@@ -176,7 +179,11 @@ pub fn execute(
     let Some((program, args)) = command.split_first() else {
         return not_started("no command".into());
     };
-    let mut child = match Command::new(program)
+    let mut command = Command::new(program);
+    for name in hidden {
+        command.env_remove(name);
+    }
+    let mut child = match command
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
@@ -292,6 +299,7 @@ pub fn spawn(launch: Launch, dry_run: bool, done: Done) {
             execute(
                 &launch.action.command,
                 &launch.env(),
+                &launch.secret_env,
                 &launch.document(),
                 launch.action.timeout,
             )

@@ -21,7 +21,7 @@ fn a_hanging_command_is_killed_at_its_timeout_with_its_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("grandchild.pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let finished = execute(&sh(&script), &[], "", Duration::from_secs(1));
+    let finished = execute(&sh(&script), &[], &[], "", Duration::from_secs(1));
     assert_eq!(finished.ended, Ended::TimedOut);
     assert_eq!(finished.result(), "timeout");
     let pid = std::fs::read_to_string(&pidfile).unwrap();
@@ -44,6 +44,7 @@ fn a_failing_command_says_its_exit_code_and_output() {
     let finished = execute(
         &sh("echo out; echo err >&2; exit 3"),
         &[],
+        &[],
         "",
         Duration::from_secs(60),
     );
@@ -58,6 +59,7 @@ fn a_missing_program_is_not_started() {
     let finished = execute(
         &["/nonexistent/fix".into()],
         &[],
+        &[],
         "",
         Duration::from_secs(1),
     );
@@ -69,6 +71,7 @@ fn a_missing_program_is_not_started() {
 fn output_is_capped_and_a_chatty_command_is_not_blocked() {
     let finished = execute(
         &sh("head -c 1000000 /dev/zero | tr '\\0' x"),
+        &[],
         &[],
         "",
         Duration::from_secs(60),
@@ -95,10 +98,15 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
         },
         attempt: 1,
         host: "node".into(),
+        secret_env: vec!["PULSE_TEST_SECRET".into()],
     };
+    // A secret of the sidecar's environment, named as `smtp_password_env` would name it; no
+    // other test reads this variable.
+    std::env::set_var("PULSE_TEST_SECRET", "s3cret");
     let finished = execute(
         &sh("env | grep ^PULSE_ | sort; cat"),
         &launch.env(),
+        &launch.secret_env,
         &launch.document(),
         Duration::from_secs(60),
     );
@@ -117,6 +125,10 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
     ] {
         assert!(out.lines().any(|l| l == line), "{line} not in:\n{out}");
     }
+    assert!(
+        !out.contains("s3cret"),
+        "a secret reached the command:\n{out}"
+    );
     let json = out.lines().last().unwrap();
     let doc: serde_json::Value = serde_json::from_str(json).unwrap();
     assert_eq!(doc["alert"], "ServerHung");
