@@ -107,6 +107,15 @@ pub struct Engine {
     view: Published<AlertView>,
     /// Where action runs report their end.
     acted: (runner::Done, mpsc::UnboundedReceiver<(Launch, Finished)>),
+    /// The process groups of the actions running now.
+    action_groups: runner::Groups,
+}
+
+impl Drop for Engine {
+    /// The sidecar stops: no action outlives it, since nothing would enforce its timeout.
+    fn drop(&mut self) {
+        self.action_groups.kill_all();
+    }
 }
 
 impl Engine {
@@ -144,6 +153,7 @@ impl Engine {
             unsilenced: Vec::new(),
             view,
             acted: mpsc::unbounded_channel(),
+            action_groups: runner::Groups::default(),
         }
     }
 
@@ -395,7 +405,12 @@ impl Engine {
             let extra = v.action_runs.len().saturating_sub(ACTION_RUNS_KEPT);
             v.action_runs.drain(..extra);
         });
-        runner::spawn(launch, dry_run, self.acted.0.clone());
+        runner::spawn(
+            launch,
+            dry_run,
+            self.acted.0.clone(),
+            self.action_groups.clone(),
+        );
     }
 
     /// An action run ended: kept, counted, logged, and told on the alert's channels while it

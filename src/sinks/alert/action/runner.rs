@@ -169,6 +169,7 @@ pub fn execute(
     hidden: &[String],
     stdin: &str,
     timeout: Duration,
+    groups: &Groups,
 ) -> Finished {
     let started = Instant::now();
     let not_started = |e: String| Finished {
@@ -196,6 +197,7 @@ pub fn execute(
         Err(e) => return not_started(format!("{program}: {e}")),
     };
     let pgid = child.id() as libc::pid_t;
+    groups.add(pgid);
     if let Some(mut input) = child.stdin.take() {
         let stdin = stdin.to_owned();
         // A command that never reads its stdin must not block the runner on a full pipe.
@@ -225,6 +227,8 @@ pub fn execute(
             }
         }
     };
+    // Reaped: the group's id may be another's from here on.
+    groups.remove(pgid);
     let seconds = started.elapsed().as_secs_f64();
     let read = |rx: Option<mpsc::Receiver<String>>| {
         rx.and_then(|rx| rx.recv_timeout(OUTPUT_GRACE).ok())
@@ -280,12 +284,35 @@ fn capture(mut stream: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     rx
 }
 
+/// The process groups of the commands running now, so that they end with the sidecar: a
+/// command started in a group of its own is out of reach of the terminal's Ctrl-C, and once
+/// the sidecar is gone nothing else would enforce its timeout.
+#[derive(Debug, Clone, Default)]
+pub struct Groups(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>>>);
+
+impl Groups {
+    fn add(&self, pgid: libc::pid_t) {
+        crate::lock::Locked::locked(&*self.0).insert(pgid);
+    }
+
+    fn remove(&self, pgid: libc::pid_t) {
+        crate::lock::Locked::locked(&*self.0).remove(&pgid);
+    }
+
+    /// Kills every group still running: the sidecar stops.
+    pub fn kill_all(&self) {
+        for pgid in std::mem::take(&mut *crate::lock::Locked::locked(&*self.0)) {
+            kill_group(pgid);
+        }
+    }
+}
+
 /// Where runs report their end.
 pub type Done = tokio::sync::mpsc::UnboundedSender<(Launch, Finished)>;
 
 /// Starts `launch` on a thread of its own; its end is sent to `done`. With `dry_run`, says
 /// what would run and runs nothing.
-pub fn spawn(launch: Launch, dry_run: bool, done: Done) {
+pub fn spawn(launch: Launch, dry_run: bool, done: Done, groups: Groups) {
     let name = format!("action {}", launch.action.name);
     let (kept, failed) = (launch.clone(), done.clone());
     let started = std::thread::Builder::new().name(name).spawn(move || {
@@ -302,6 +329,7 @@ pub fn spawn(launch: Launch, dry_run: bool, done: Done) {
                 &launch.secret_env,
                 &launch.document(),
                 launch.action.timeout,
+                &groups,
             )
         };
         let _ = done.send((launch, finished));

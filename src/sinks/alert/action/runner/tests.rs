@@ -21,7 +21,14 @@ fn a_hanging_command_is_killed_at_its_timeout_with_its_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("grandchild.pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let finished = execute(&sh(&script), &[], &[], "", Duration::from_secs(1));
+    let finished = execute(
+        &sh(&script),
+        &[],
+        &[],
+        "",
+        Duration::from_secs(1),
+        &Groups::default(),
+    );
     assert_eq!(finished.ended, Ended::TimedOut);
     assert_eq!(finished.result(), "timeout");
     let pid = std::fs::read_to_string(&pidfile).unwrap();
@@ -47,6 +54,7 @@ fn a_failing_command_says_its_exit_code_and_output() {
         &[],
         "",
         Duration::from_secs(60),
+        &Groups::default(),
     );
     assert_eq!(finished.ended, Ended::Exited(3));
     assert_eq!(finished.result(), "failed");
@@ -62,6 +70,7 @@ fn a_missing_program_is_not_started() {
         &[],
         "",
         Duration::from_secs(1),
+        &Groups::default(),
     );
     assert!(matches!(finished.ended, Ended::NotStarted(_)));
     assert_eq!(finished.result(), "failed");
@@ -75,6 +84,7 @@ fn output_is_capped_and_a_chatty_command_is_not_blocked() {
         &[],
         "",
         Duration::from_secs(60),
+        &Groups::default(),
     );
     assert_eq!(finished.ended, Ended::Exited(0));
     assert!(finished.output.len() < OUTPUT_CAP + 16);
@@ -109,6 +119,7 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
         &launch.secret_env,
         &launch.document(),
         Duration::from_secs(60),
+        &Groups::default(),
     );
     assert_eq!(finished.ended, Ended::Exited(0));
     let out = &finished.output;
@@ -141,4 +152,29 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
 fn the_cause_is_the_summarys_bracket() {
     assert_eq!(cause("no progress for 14m (server hung)"), "server hung");
     assert_eq!(cause("1 requests running"), "1 requests running");
+}
+
+#[test]
+fn the_commands_running_end_with_the_sidecar() {
+    let groups = Groups::default();
+    let running = groups.clone();
+    let runner = std::thread::spawn(move || {
+        execute(
+            &sh("sleep 300"),
+            &[],
+            &[],
+            "",
+            Duration::from_secs(3600),
+            &running,
+        )
+    });
+    let registered = || !crate::lock::Locked::locked(&*groups.0).is_empty();
+    let mut waited = 0;
+    while !registered() && waited < 500 {
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    groups.kill_all();
+    let finished = runner.join().unwrap();
+    assert_eq!(finished.ended, Ended::Signalled(libc::SIGKILL));
 }
