@@ -421,3 +421,34 @@ fn the_kill_recipe_ends_the_engine_and_never_a_pid_reused_since() {
         })
     });
 }
+
+#[test]
+fn an_action_running_when_the_sidecar_stops_is_killed_with_it() {
+    let dir = temp_dir();
+    let log = stalled_log(dir.path());
+    let pid_file = dir.path().join("sleep.pid");
+    let hang = script(
+        dir.path(),
+        "hang.sh",
+        &format!("sleep 3000 &\necho $! > {:?}\nwait\n", path_str(&pid_file)),
+    );
+    let hook = Receiver::start(&[]);
+    let file = config(
+        dir.path(),
+        &log,
+        &hook,
+        &action("hang", &hang, "timeout = \"1h\"\n"),
+    );
+    let mut sidecar = sidecar(&file, &dir.path().join("state"), &[]);
+    wait_for("the action started", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+    });
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    sidecar.terminate();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    wait_for("the action's sleep gone with the sidecar", || {
+        std::fs::read_to_string(&stat).map_or(true, |s| {
+            s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+        })
+    });
+}
