@@ -182,12 +182,17 @@ impl Ledger {
         self.running.insert(action.to_owned());
     }
 
-    /// `action`, run for `alert_key`, ended at `now`; `said` is its line for the alert's
-    /// notifications.
-    pub fn end(&mut self, action: &str, alert_key: &str, said: &str, now: f64) {
+    /// `action`, run for the episode of `alert_key` that began firing at `since`, ended at
+    /// `now`; `said` is its line for that episode's notifications (a later episode of the same
+    /// alert has its own).
+    pub fn end(&mut self, action: &str, alert_key: &str, since: f64, said: &str, now: f64) {
         self.running.remove(action);
         self.ended.insert(action.to_owned(), now);
-        if let Some(e) = self.episodes.get_mut(&episode_key(action, alert_key)) {
+        if let Some(e) = self
+            .episodes
+            .get_mut(&episode_key(action, alert_key))
+            .filter(|e| e.since == since)
+        {
             e.ended = Some(now);
             e.said = Some(said.to_owned());
         }

@@ -59,7 +59,7 @@ fn at_most_max_runs_per_episode_and_a_new_episode_starts_afresh() {
             Err(Held::Running),
             "never twice at once"
         );
-        ledger.end("restart", &c.key(), "ran", t + 5.0);
+        ledger.end("restart", &c.key(), 100.0, "ran", t + 5.0);
     }
     assert_eq!(
         ledger.verdict(&a, firing(&c, 100.0), false, 300.0),
@@ -76,7 +76,7 @@ fn the_cooldown_runs_from_the_last_end_whatever_the_alert() {
     let (hung, down) = (hung(), Condition::holding(AlertName::ServerDown, None));
     let mut ledger = Ledger::default();
     ledger.begin("restart", firing(&hung, 100.0));
-    ledger.end("restart", &hung.key(), "ran", 160.0);
+    ledger.end("restart", &hung.key(), 100.0, "ran", 160.0);
     assert_eq!(
         ledger.verdict(&a, firing(&down, 150.0), false, 460.0),
         Err(Held::Cooldown(300.0))
@@ -153,6 +153,7 @@ fn notifications_say_what_the_action_did() {
     ledger.end(
         "restart-sglang",
         &c.key(),
+        100.0,
         "ran `restart-sglang` (exit 0, 12 s)",
         112.0,
     );
@@ -185,4 +186,27 @@ fn durations_read_as_people_say_them() {
     assert_eq!(seconds(12.4), "12 s");
     assert_eq!(seconds(120.0), "2 min");
     assert_eq!(seconds(200.0), "3 min 20 s");
+}
+
+#[test]
+fn a_run_that_ends_after_its_episode_says_nothing_of_the_next() {
+    let c = hung();
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    // The alert resolved and fired again while the run went on.
+    ledger.forget_gone(&[]);
+    ledger.end(
+        "restart",
+        &c.key(),
+        100.0,
+        "ran `restart` (exit 0, 90 s)",
+        190.0,
+    );
+    let mut page = [Notification {
+        kind: Kind::Reminder,
+        condition: c.clone(),
+        since: 180.0,
+    }];
+    ledger.annotate(&mut page, 200.0);
+    assert_eq!(page[0].condition.summary, c.summary);
 }

@@ -115,7 +115,7 @@ impl Engine {
         let name = launch.action.name.as_str();
         let said = finished.said(name);
         let key = launch.condition.key();
-        self.saved.actions.end(name, &key, &said, now);
+        self.saved.actions.end(name, &key, launch.since, &said, now);
         let result = finished.result();
         match result {
             "ok" | "dry_run" => tracing::info!(action = name, "{said}"),
