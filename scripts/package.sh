@@ -53,7 +53,7 @@ BIN=target/$TARGET/release/pipeline-pulse
 # --- 2. the archive ---------------------------------------------------------------------------
 say "archive $NAME.tar.gz"
 stage=target/package/$NAME
-mkdir -p "$stage"/{systemd,grafana,prometheus/rules,alertmanager}
+mkdir -p "$stage"/{systemd,grafana,prometheus/rules,alertmanager,actions}
 # Debug line tables are most of its size: the artifacts carry the stripped binary.
 strip --strip-debug -o "$stage/pipeline-pulse" "$BIN"
 install -m 0644 LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md "$stage/"
@@ -61,6 +61,8 @@ install -m 0644 deploy/systemd/pipeline-pulse.service deploy/systemd/pipeline-pu
 install -m 0644 grafana/*.json "$stage/grafana/"
 install -m 0644 deploy/prometheus/rules/*.yml "$stage/prometheus/rules/"
 install -m 0644 deploy/alertmanager/alertmanager.yml "$stage/alertmanager/"
+install -m 0755 deploy/actions/*.sh "$stage/actions/"
+install -m 0644 deploy/actions/README.md "$stage/actions/"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
     -C target/package -czf "dist/$NAME.tar.gz" "$NAME"
 

@@ -276,6 +276,31 @@ pub struct AlertView {
     /// The last stacks taken of the run's processes (kept in the state directory by the alert
     /// engine, which takes them when a stuck run's alert fires).
     pub stacks: Option<std::sync::Arc<stacks::Captures>>,
+    /// Action runs by (action, result), for `pulse_actions_total`.
+    pub action_counts: BTreeMap<(String, String), u64>,
+    /// The latest action runs, the newest last (docs/alerts.md#actions).
+    pub action_runs: Vec<ActionRun>,
+}
+
+/// One run of an action: what `/status`, the page and the state directory keep of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActionRun {
+    pub action: String,
+    pub alert: String,
+    #[serde(default)]
+    pub partition: Option<String>,
+    pub started_at: Seconds,
+    /// `running` until it ends, then `ok`, `failed`, `timeout` or `dry_run`.
+    pub result: String,
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The line the alert's notifications carry: "ran `restart-sglang` (exit 0, 12 s)".
+    pub said: String,
+    /// What it printed (stdout, then stderr), capped.
+    #[serde(default)]
+    pub output: String,
 }
 
 /// Rounds of the alert engine since the sidecar started.

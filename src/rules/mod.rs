@@ -161,6 +161,12 @@ pub fn evaluate(
     conditions
 }
 
+/// Whether the run is finished as the rules judge it: after it no page of any kind is sent,
+/// and no action runs.
+pub fn run_finished(run: &Run) -> bool {
+    checks::run_finished(run, &run.current_views())
+}
+
 /// Finished means finished for every rule: once the run is done no new page of any kind is
 /// sent for it (what its records say is the `RunFinished` notice's and the dataset card's to
 /// tell); the findings that still hold are listed in the notice, and any alert still firing

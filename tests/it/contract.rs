@@ -143,7 +143,7 @@ fn served_exposition(dir: &Path) -> String {
     std::fs::write(
         &config,
         format!(
-            "web_config_file = {:?}\nhealth_without_auth = true\nheartbeat_url = {:?}\nheartbeat_interval = \"1s\"\n",
+            "web_config_file = {:?}\nhealth_without_auth = true\nheartbeat_url = {:?}\nheartbeat_interval = \"1s\"\n[[actions]]\non = [\"ServerHung\"]\ncommand = [\"/bin/true\"]\n",
             path_str(&web),
             heartbeat.url("/ping")
         ),
@@ -232,6 +232,7 @@ fn served_exposition(dir: &Path) -> String {
                 && last.contains("pulse_output_missing_field_records_total{")
                 && m.get("pulse_server_asleep", "") == Some(0.0)
                 && last.contains("pulse_slurm_array_tasks{")
+                && m.get("pulse_actions_total", "action=\"true\",result=\"ok\"") == Some(0.0)
         },
     );
     last

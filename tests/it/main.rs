@@ -3,6 +3,7 @@
 
 mod common;
 
+mod actions;
 mod alert_scenarios;
 mod alerting;
 mod batch_formats;

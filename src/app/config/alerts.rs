@@ -106,6 +106,7 @@ impl RawConfig {
             http_timeout,
             retry_backoff: key::retry_backoff.duration(self.retry_backoff.as_deref())?,
             stacks: self.stacks_tool()?,
+            actions: self.actions()?,
             context: Context {
                 host,
                 dashboard_url: self.dashboard_url.clone(),

@@ -4,6 +4,7 @@
 //! `check-config` prints, and the key table of `docs/configuration.md` (a test fails when the
 //! page differs from [`markdown`]). Adding a key is one entry here and its use in `validate`.
 
+use super::actions::RawAction;
 use super::alerts::RawRule;
 use super::channels::RawWebhook;
 use super::{ConfigError, FileWatch, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
@@ -223,6 +224,8 @@ keys! {
     stacks: Option<bool> = Key { default: DefaultValue::Value("true"), ..key(Kind::Bool, "take the Python stacks of the driver and the server's processes with py-spy when Stalled, ServerHung or LogSilent fires, and bring them to the alert (see alerts.md#stacks)") },
     stacks_py_spy: Option<String> = Key { flag: Flag::Value("stacks-py-spy"), default: DefaultValue::Value("py-spy"), ..text("PATH", "py-spy, by its path or by a name looked up in PATH (pip install py-spy)") },
     stacks_timeout: Option<String> = Key { flag: Flag::Value("stacks-timeout"), ..duration("5s", 100, MINUTE, "the most one process's stacks may take: a stopped or hung process holds no alert longer") },
+    actions: Vec<RawAction> = Key { rule: "config file only", ..key(Kind::Tables("[[actions]]", None), "commands to run when an alert fires (see alerts.md#actions)") },
+    dry_run_actions: Option<bool> = Key { flag: Flag::Switch("dry-run-actions"), default: DefaultValue::Value("false"), ..key(Kind::Bool, "log and count what each action would run, and run nothing") },
     dashboard_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     status_url: Option<String> = text("URL", "a link in the emails and Slack messages, and an annotation of pushed alerts"),
     hostname: Option<String> = Key { default: DefaultValue::Derived("the machine's"), ..text("NAME", "the host name emails give, and the instance label of pushed alerts") },
@@ -269,6 +272,14 @@ fields! {
     ["webhooks", "format"] = Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
     ["webhooks", "ca_file"] = path("FILE", "PEM certificates of a private CA for an https URL"),
     ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
+    ["actions", "name"] = Key { default: DefaultValue::Derived("the command's file name"), rule: "letters, digits, `-`, `_`, `.`; each once", ..text("NAME", "how logs, `pulse_actions_total` and the notifications name it") },
+    ["actions", "on"] = Key { rule: "at least one", ..text("ALERT", "the alerts it runs for (`on = [\"ServerHung\"]`)") },
+    ["actions", "cause"] = text("TEXT", "runs only where the alert's summary holds this, any case (`server hung`)"),
+    ["actions", "command"] = Key { rule: "an absolute path, executable, not writable by others", ..text("ARGV", "the program and its arguments, as a list; no shell") },
+    ["actions", "timeout"] = duration("60s", 1000, HOUR, "past it the command is killed with its process group"),
+    ["actions", "max_runs"] = Key { default: DefaultValue::Value("1"), ..key(Kind::Count(1, 100, "runs"), "runs per episode of one alert (from firing to resolved)") },
+    ["actions", "cooldown"] = duration("10m", 0, DAY, "the least time from the end of one run to the start of the next, whatever the alert"),
+    ["actions", "silenced"] = Key { default: DefaultValue::Value("false"), ..key(Kind::Bool, "whether it runs for an alert a silence holds") },
     ["partitions", "name"] = text("NAME", "the partition, as the log or its folder names it"),
     ["partitions", "budget_records"] = Key { rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records this partition stops at: its progress and the run's ETA aim at the lesser of this and its plan") },
     ["rules", "enabled"] = Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
@@ -820,6 +831,7 @@ mod tests {
             ("logs", "[[logs]]\npath = \"x\"\nbogus = 1\n"),
             ("outputs", "[[outputs]]\nglob = \"x\"\nbogus = 1\n"),
             ("webhooks", "[[webhooks]]\nurl = \"x\"\nbogus = 1\n"),
+            ("actions", "[[actions]]\nname = \"x\"\nbogus = 1\n"),
             ("rules", "[rules.Stalled]\nbogus = 1\n"),
             ("partitions", "[[partitions]]\nname = \"x\"\nbogus = 1\n"),
         ] {

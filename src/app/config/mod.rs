@@ -17,6 +17,7 @@ use crate::sources::probe::process::ProcessTarget;
 use crate::sources::probe::ProbeConfig;
 use serde::{Deserialize, Serialize};
 
+mod actions;
 mod alerts;
 mod channels;
 pub mod discovery;

@@ -8,6 +8,8 @@
 //! notification is neither lost nor sent twice. (A crash between an SMTP server's "250 OK" and
 //! the save that follows it would send that one message again: SMTP has no way to ask.)
 
+use super::action;
+use super::action::runner::{self, Finished, Launch};
 use super::channel::{HttpChannel, Shape};
 use super::delivery::{self, Outcome, Outgoing, Transport, EMAIL};
 use super::email::{self, Context};
@@ -29,6 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+mod actions;
 
 const SAVED: &str = "alerts.json";
 /// The last stacks taken, kept across a restart.
@@ -57,6 +61,9 @@ struct Saved {
     /// The run the lifecycle's notices were told for ([`Run::runs_started`]).
     #[serde(default)]
     runs_started: u64,
+    /// The actions' runs per episode and cooldowns.
+    #[serde(default)]
+    actions: action::Ledger,
 }
 
 /// One evaluation's notifications and the status they are told with, before they are queued.
@@ -96,6 +103,17 @@ pub struct Engine {
     /// What the engine publishes for the other sinks: it alone writes it (with the heartbeat's
     /// last success), and never into the run.
     view: Published<AlertView>,
+    /// Where action runs report their end.
+    acted: (runner::Done, mpsc::UnboundedReceiver<(Launch, Finished)>),
+    /// The process groups of the actions running now.
+    action_groups: runner::Groups,
+}
+
+impl Drop for Engine {
+    /// The sidecar stops: no action outlives it, since nothing would enforce its timeout.
+    fn drop(&mut self) {
+        self.action_groups.kill_all();
+    }
 }
 
 impl Engine {
@@ -110,6 +128,7 @@ impl Engine {
         }
         let view = Published::default();
         view.update(|v| seed_notification_counters(&config, v));
+        view.update(|v| actions::seed(&config, state, v));
         if let Some(stacks) = state.and_then(|s| s.load_json::<Captures>(STACKS)) {
             view.update(|v| v.stacks = Some(Arc::new(stacks)));
         }
@@ -124,6 +143,8 @@ impl Engine {
             silences: Arc::new(Store::open(None)),
             unsilenced: Vec::new(),
             view,
+            acted: mpsc::unbounded_channel(),
+            action_groups: runner::Groups::default(),
         }
     }
 
@@ -165,6 +186,11 @@ impl Engine {
                     self.deliver();
                     continue;
                 }
+                Some((launch, finished)) = self.acted.1.recv() => {
+                    self.action_ended(launch, finished);
+                    self.deliver();
+                    continue;
+                }
                 Ok(()) = last.changed() => {
                     self.last_word().await;
                     return;
@@ -185,6 +211,7 @@ impl Engine {
             if let Some(reason) = wanting_stacks(&round.notifications) {
                 self.take_stacks(&mut round, &reason, now).await;
             }
+            self.act(&mut round, now);
             self.queue(round, now);
             self.deliver();
         }
@@ -906,6 +933,7 @@ mod tests {
             http_timeout: Duration::from_secs(10),
             retry_backoff: Duration::from_secs(10),
             stacks: None,
+            actions: Default::default(),
             context: Context {
                 host: "node".into(),
                 dashboard_url: None,

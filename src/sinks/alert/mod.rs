@@ -9,6 +9,7 @@
 //! sidecar works, and [`silence`] holds back what people silenced.
 //! The first three are pure and take `now`; [`engine`] is the async loop at the edge.
 
+pub mod action;
 pub mod channel;
 pub mod chart;
 pub mod delivery;

@@ -34,6 +34,8 @@ pub struct AlertConfig {
     pub context: Context,
     /// How the stacks of a stuck run are taken; `None` where `stacks = false`.
     pub stacks: Option<std::sync::Arc<dyn crate::model::stacks::TakeStacks>>,
+    /// `[[actions]]`: commands run when an alert fires.
+    pub actions: super::action::Actions,
 }
 
 impl AlertConfig {

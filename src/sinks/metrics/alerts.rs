@@ -40,6 +40,18 @@ pub(super) fn encode(view: &AlertView, enc: &mut Out) -> fmt::Result {
             t,
         )?;
     }
+    family(
+        enc,
+        "pulse_actions",
+        "Action runs by action and result (ok, failed, timeout: killed with its process group, dry_run: only logged); every result of every action is there from start-up at 0.",
+        MetricType::Counter,
+        view.action_counts.iter().map(|((action, result), n)| {
+            (
+                [("action", action.as_str()), ("result", result.as_str())],
+                ConstCounter::new(*n),
+            )
+        }),
+    )?;
     let rounds = view.rounds;
     family(
         enc,

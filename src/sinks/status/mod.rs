@@ -63,6 +63,10 @@ pub struct Status {
     /// ended when SLURM ended it (docs/slurm.md).
     #[serde(default)]
     pub slurm: Option<SlurmStatus>,
+    /// The latest action runs, the newest last (docs/alerts.md#actions): what the alert
+    /// engine publishes, added where the document is served.
+    #[serde(default)]
+    pub actions: Vec<crate::model::ActionRun>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -405,7 +409,10 @@ impl Status {
                 silenced: a.silenced,
             })
             .collect();
-        build(run, view.stacks.as_deref(), host, now, alerts)
+        Status {
+            actions: view.action_runs.clone(),
+            ..build(run, view.stacks.as_deref(), host, now, alerts)
+        }
     }
 
     /// The status from a one-shot read of the files: every rule that holds now counts as
@@ -522,6 +529,7 @@ fn build(
             )
         }),
         stacks: stacks.map(StacksStatus::of),
+        actions: Vec::new(),
     }
 }
 

@@ -289,6 +289,18 @@ fn alerts_and_stacks(s: &mut String, status: &Status, p: &Paint) {
             let _ = writeln!(s, "  {state} {what}: {}", a.summary);
         }
     }
+    if !status.actions.is_empty() {
+        let _ = writeln!(s, "\n  {}", p.bold("ACTIONS"));
+        for a in status.actions.iter().rev().take(5) {
+            let _ = writeln!(
+                s,
+                "  {} ago, for {}: {}",
+                human(status.generated_at - a.started_at),
+                a.alert,
+                a.said
+            );
+        }
+    }
     if let Some(stacks) = &status.stacks {
         let _ = writeln!(
             s,
@@ -475,6 +487,14 @@ mod tests {
                     note: None,
                 }],
             }),
+            actions: vec![crate::model::ActionRun {
+                action: "restart-sglang".into(),
+                alert: "ServerHung".into(),
+                started_at: -60.0,
+                result: "ok".into(),
+                said: "ran `restart-sglang` (exit 0, 12 s)".into(),
+                ..Default::default()
+            }],
         }
     }
 
@@ -482,6 +502,10 @@ mod tests {
     fn plain_view_has_every_figure() {
         let text = render(&status(), false);
         assert!(text.contains("1 ALERT"), "{text}");
+        assert!(
+            text.contains("1m ago, for ServerHung: ran `restart-sglang` (exit 0, 12 s)"),
+            "{text}"
+        );
         assert!(text.contains("B1_glaive") && text.contains("[████████████████████] 100%"));
         assert!(text.contains("▶ B2_code") && text.contains(" 40%") && text.contains("400/1000"));
         assert!(

@@ -1,0 +1,316 @@
+//! Actions: a command of the operator's, run when an alert fires (`[[actions]]`, config file
+//! only; docs/alerts.md#actions). This part is pure and takes `now`: which action is due for
+//! which firing alert, within its limits, and what the alert's notifications say of it. The
+//! facts an action is given are read from the run in one place ([`facts`]); running it, with
+//! its timeout and its process group, is [`runner`], the I/O edge.
+//!
+//! The limits are the point: an action that restarts an engine must never restart it in a
+//! loop, twice at once, for a run that is over, or behind a silence someone set to work on it.
+
+mod facts;
+pub mod runner;
+
+pub use facts::{facts, Facts};
+
+use super::lifecycle::{Kind, Notification};
+use crate::rules::{AlertName, Condition};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// One `[[actions]]` entry, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    /// How logs, metrics and notifications name it: `name`, else the command's file name.
+    pub name: String,
+    pub on: Vec<AlertName>,
+    /// Runs only where the alert's summary (its likely cause) holds this, any case.
+    pub cause: Option<String>,
+    /// The program (an absolute path) and its arguments; no shell.
+    pub command: Vec<String>,
+    pub timeout: Duration,
+    /// Runs per episode of one alert: from when it fires to when it resolves.
+    pub max_runs: u32,
+    /// The least time between the end of one run and the start of the next, whatever alert.
+    pub cooldown: Duration,
+    /// Whether it runs for an alert a silence holds.
+    pub silenced: bool,
+}
+
+impl Action {
+    /// Whether this alert instance is one the action is for.
+    pub fn matches(&self, condition: &Condition) -> bool {
+        self.on.contains(&condition.alert)
+            && self.cause.as_ref().is_none_or(|cause| {
+                condition
+                    .summary
+                    .to_lowercase()
+                    .contains(&cause.to_lowercase())
+            })
+    }
+}
+
+/// What the engine is given: the actions, and whether they only say what they would run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Actions {
+    pub list: Vec<Action>,
+    /// `--dry-run-actions`: log what would run, count it, run nothing.
+    pub dry_run: bool,
+    /// The configured `server_health_url`, for `PULSE_SERVER_URL` where discovery found no
+    /// server.
+    pub server_url: Option<String>,
+    /// Variables of the sidecar's environment that hold its secrets (`smtp_password_env`, a
+    /// webhook header's `env`): left out of the commands' environment, which is the sidecar's
+    /// otherwise. A restart script has no business with the SMTP password.
+    pub secret_env: Vec<String>,
+}
+
+/// Why an action does not run for a firing alert now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Held {
+    /// The run is finished: nothing is left to repair.
+    Finished,
+    /// A silence holds the alert and the action is not for silenced alerts.
+    Silenced,
+    /// An alert that explains it fires or is pending (`ServerDown` holds `Stalled`): the
+    /// cause's action is the one to run.
+    Inhibited,
+    /// It runs now (for this alert or another): never twice at once.
+    Running,
+    /// It ran `max_runs` times in this episode.
+    Limit,
+    /// Its last run ended less than `cooldown` ago; seconds left.
+    Cooldown(f64),
+}
+
+/// One firing alert instance as the actions see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Firing<'a> {
+    pub condition: &'a Condition,
+    /// When it began firing: a new value is a new episode.
+    pub since: f64,
+    pub silenced: bool,
+    pub inhibited: bool,
+}
+
+/// The episode of one alert instance an action last ran in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Episode {
+    since: f64,
+    runs: u32,
+    /// When its last run ended, and what the notifications say of it.
+    ended: Option<f64>,
+    said: Option<String>,
+}
+
+/// What the actions remember: runs per episode and when each action last ended. Kept with
+/// the alert state (`alerts.json`), so a restart neither forgets a limit nor resets a
+/// cooldown. What runs now is not kept: a restarted sidecar has no child to wait for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// By [`episode_key`]: an action and an alert instance.
+    episodes: BTreeMap<String, Episode>,
+    /// By action: when its last run ended.
+    ended: BTreeMap<String, f64>,
+    #[serde(skip)]
+    running: BTreeSet<String>,
+}
+
+fn episode_key(action: &str, alert_key: &str) -> String {
+    format!("{action} {alert_key}")
+}
+
+impl Ledger {
+    /// Whether `action` may run for this firing alert now.
+    pub fn verdict(
+        &self,
+        action: &Action,
+        firing: Firing<'_>,
+        finished: bool,
+        now: f64,
+    ) -> Result<(), Held> {
+        if finished {
+            return Err(Held::Finished);
+        }
+        if firing.silenced && !action.silenced {
+            return Err(Held::Silenced);
+        }
+        if firing.inhibited {
+            return Err(Held::Inhibited);
+        }
+        if self.running.contains(&action.name) {
+            return Err(Held::Running);
+        }
+        let key = episode_key(&action.name, &firing.condition.key());
+        let runs = self
+            .episodes
+            .get(&key)
+            .filter(|e| e.since == firing.since)
+            .map_or(0, |e| e.runs);
+        if runs >= action.max_runs {
+            return Err(Held::Limit);
+        }
+        if let Some(ended) = self.ended.get(&action.name) {
+            let left = ended + action.cooldown.as_secs_f64() - now;
+            if left > 0.0 {
+                return Err(Held::Cooldown(left));
+            }
+        }
+        Ok(())
+    }
+
+    /// `action` starts for this alert: counted against its episode's limit, and running.
+    pub fn begin(&mut self, action: &str, firing: Firing<'_>) {
+        let episode = self
+            .episodes
+            .entry(episode_key(action, &firing.condition.key()))
+            .or_insert(Episode {
+                since: firing.since,
+                runs: 0,
+                ended: None,
+                said: None,
+            });
+        if episode.since != firing.since {
+            *episode = Episode {
+                since: firing.since,
+                runs: 0,
+                ended: None,
+                said: None,
+            };
+        }
+        episode.runs += 1;
+        self.running.insert(action.to_owned());
+    }
+
+    /// `action`, run for the episode of `alert_key` that began firing at `since`, ended at
+    /// `now`; `said` is its line for that episode's notifications (a later episode of the same
+    /// alert has its own).
+    pub fn end(&mut self, action: &str, alert_key: &str, since: f64, said: &str, now: f64) {
+        self.running.remove(action);
+        self.ended.insert(action.to_owned(), now);
+        if let Some(e) = self
+            .episodes
+            .get_mut(&episode_key(action, alert_key))
+            .filter(|e| e.since == since)
+        {
+            e.ended = Some(now);
+            e.said = Some(said.to_owned());
+        }
+    }
+
+    /// Forgets the episodes of alerts no longer firing, once their notifications were told.
+    pub fn forget_gone(&mut self, firing: &[(Condition, f64)]) {
+        let live: BTreeSet<String> = firing.iter().map(|(c, _)| c.key()).collect();
+        self.episodes
+            .retain(|key, _| key.split_once(' ').is_some_and(|(_, k)| live.contains(k)));
+    }
+
+    /// The episodes of this alert instance, as (action, episode).
+    fn of<'a>(&'a self, condition: &Condition, since: f64) -> Vec<(&'a str, &'a Episode)> {
+        let key = condition.key();
+        self.episodes
+            .iter()
+            .filter(|(k, e)| e.since == since && k.split_once(' ').is_some_and(|(_, a)| a == key))
+            .filter_map(|(k, e)| Some((k.split_once(' ')?.0, e)))
+            .collect()
+    }
+
+    /// Adds what the actions did to the notifications of alerts they ran for: a reminder
+    /// says "ran `x` (exit 0, 12 s)", a resolution "the run moved again 40 s after `x`", a
+    /// page whose action starts now "running `x`".
+    pub fn annotate(&self, notifications: &mut [Notification], now: f64) {
+        for n in notifications {
+            let lines: Vec<String> = self
+                .of(&n.condition, n.since)
+                .into_iter()
+                .filter_map(|(action, e)| match (n.kind, e.ended, &e.said) {
+                    (Kind::Resolved { .. }, Some(ended), _) => Some(format!(
+                        "the run moved again {} after `{action}`",
+                        seconds((now - ended).max(0.0))
+                    )),
+                    (Kind::Firing | Kind::Reminder, _, Some(said)) => Some(said.clone()),
+                    (Kind::Firing, None, None) => Some(format!("running `{action}`")),
+                    _ => None,
+                })
+                .collect();
+            for line in lines {
+                n.condition.summary = format!("{}; {line}", n.condition.summary);
+                n.condition.details = format!("{}\nAction: {line}.", n.condition.details);
+            }
+        }
+    }
+
+    /// Adds the actions' last lines to the firing alerts pushed to the Alertmanagers.
+    pub fn annotate_firing(&self, firing: &mut [(Condition, f64)]) {
+        for (condition, since) in firing {
+            let lines: Vec<String> = self
+                .of(condition, *since)
+                .into_iter()
+                .filter_map(|(_, e)| e.said.clone())
+                .collect();
+            for line in lines {
+                condition.summary = format!("{}; {line}", condition.summary);
+            }
+        }
+    }
+}
+
+/// A duration as the notifications say it: `12 s`, `3 min 20 s`.
+pub fn seconds(s: f64) -> String {
+    let s = s.round() as u64;
+    match s {
+        0..60 => format!("{s} s"),
+        _ if s.is_multiple_of(60) => format!("{} min", s / 60),
+        _ => format!("{} min {} s", s / 60, s % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The runs the round starts: every action due for a firing alert it matches, at most one
+/// run of each at once. `silenced` says whether a silence holds an alert; `tracked` are the
+/// alerts firing or pending, which may hold back the ones they explain.
+pub fn due(
+    actions: &Actions,
+    ledger: &mut Ledger,
+    firing: &[(Condition, f64)],
+    tracked: &[AlertName],
+    silenced: impl Fn(&Condition) -> bool,
+    facts: &Facts,
+    now: f64,
+) -> Vec<(Action, Condition, f64, u32)> {
+    let mut out = Vec::new();
+    for action in &actions.list {
+        for (condition, since) in firing.iter().filter(|(c, _)| action.matches(c)) {
+            let f = Firing {
+                condition,
+                since: *since,
+                silenced: silenced(condition),
+                inhibited: tracked.iter().any(|t| t.inhibits(condition.alert)),
+            };
+            match ledger.verdict(action, f, facts.finished, now) {
+                Ok(()) => {
+                    ledger.begin(&action.name, f);
+                    let attempt = ledger.runs(&action.name, &condition.key());
+                    out.push((action.clone(), condition.clone(), *since, attempt));
+                }
+                Err(held) => tracing::debug!(
+                    action = %action.name,
+                    alert = %condition.alert,
+                    "the action does not run now: {held:?}"
+                ),
+            }
+        }
+    }
+    out
+}
+
+impl Ledger {
+    /// The runs of `action` in the current episode of `alert_key`.
+    fn runs(&self, action: &str, alert_key: &str) -> u32 {
+        self.episodes
+            .get(&episode_key(action, alert_key))
+            .map_or(0, |e| e.runs)
+    }
+}

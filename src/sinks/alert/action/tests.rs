@@ -1,0 +1,212 @@
+//! The limits, pure, with `now` given: runs per episode, the cooldown, silences, a finished
+//! run, never twice at once; and what the notifications say.
+
+use super::*;
+use crate::sinks::alert::lifecycle::Kind;
+
+pub(crate) fn action(name: &str, on: &[AlertName]) -> Action {
+    Action {
+        name: name.into(),
+        on: on.to_vec(),
+        cause: None,
+        command: vec!["/bin/true".into()],
+        timeout: Duration::from_secs(60),
+        max_runs: 1,
+        cooldown: Duration::from_secs(600),
+        silenced: false,
+    }
+}
+
+fn hung() -> Condition {
+    let mut c = Condition::holding(AlertName::ServerHung, None);
+    c.summary = "no tokens for 5m (server hung)".into();
+    c
+}
+
+fn firing(c: &Condition, since: f64) -> Firing<'_> {
+    Firing {
+        condition: c,
+        since,
+        silenced: false,
+        inhibited: false,
+    }
+}
+
+#[test]
+fn an_action_matches_its_alerts_and_its_cause() {
+    let mut a = action("restart", &[AlertName::ServerHung, AlertName::Stalled]);
+    assert!(a.matches(&hung()));
+    assert!(!a.matches(&Condition::holding(AlertName::ServerDown, None)));
+    a.cause = Some("Server Hung".into());
+    assert!(a.matches(&hung()));
+    let mut stalled = Condition::holding(AlertName::Stalled, Some("B1"));
+    stalled.summary = "no progress for 14m (server idle, client waiting)".into();
+    assert!(!a.matches(&stalled));
+}
+
+#[test]
+fn at_most_max_runs_per_episode_and_a_new_episode_starts_afresh() {
+    let mut a = action("restart", &[AlertName::ServerHung]);
+    a.max_runs = 2;
+    a.cooldown = Duration::ZERO;
+    let c = hung();
+    let mut ledger = Ledger::default();
+    for t in [100.0, 200.0] {
+        assert_eq!(ledger.verdict(&a, firing(&c, 100.0), false, t), Ok(()));
+        ledger.begin("restart", firing(&c, 100.0));
+        assert_eq!(
+            ledger.verdict(&a, firing(&c, 100.0), false, t),
+            Err(Held::Running),
+            "never twice at once"
+        );
+        ledger.end("restart", &c.key(), 100.0, "ran", t + 5.0);
+    }
+    assert_eq!(
+        ledger.verdict(&a, firing(&c, 100.0), false, 300.0),
+        Err(Held::Limit)
+    );
+    // The alert resolved and fired again: a new episode.
+    assert_eq!(ledger.verdict(&a, firing(&c, 400.0), false, 400.0), Ok(()));
+}
+
+#[test]
+fn the_cooldown_runs_from_the_last_end_whatever_the_alert() {
+    let mut a = action("restart", &[AlertName::ServerHung, AlertName::ServerDown]);
+    a.max_runs = 5;
+    let (hung, down) = (hung(), Condition::holding(AlertName::ServerDown, None));
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&hung, 100.0));
+    ledger.end("restart", &hung.key(), 100.0, "ran", 160.0);
+    assert_eq!(
+        ledger.verdict(&a, firing(&down, 150.0), false, 460.0),
+        Err(Held::Cooldown(300.0))
+    );
+    assert_eq!(
+        ledger.verdict(&a, firing(&hung, 100.0), false, 759.0),
+        Err(Held::Cooldown(1.0))
+    );
+    assert_eq!(
+        ledger.verdict(&a, firing(&down, 150.0), false, 760.0),
+        Ok(())
+    );
+}
+
+#[test]
+fn silenced_alerts_and_finished_runs_run_nothing() {
+    let mut a = action("restart", &[AlertName::ServerHung]);
+    let c = hung();
+    let ledger = Ledger::default();
+    let silenced = Firing {
+        silenced: true,
+        ..firing(&c, 100.0)
+    };
+    assert_eq!(
+        ledger.verdict(&a, silenced, false, 100.0),
+        Err(Held::Silenced)
+    );
+    a.silenced = true;
+    assert_eq!(ledger.verdict(&a, silenced, false, 100.0), Ok(()));
+    assert_eq!(
+        ledger.verdict(&a, firing(&c, 100.0), true, 100.0),
+        Err(Held::Finished)
+    );
+    let inhibited = Firing {
+        inhibited: true,
+        ..firing(&c, 100.0)
+    };
+    assert_eq!(
+        ledger.verdict(&a, inhibited, false, 100.0),
+        Err(Held::Inhibited)
+    );
+}
+
+#[test]
+fn a_restart_forgets_what_runs_but_not_the_limits() {
+    let a = action("restart", &[AlertName::ServerHung]);
+    let c = hung();
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    let saved = serde_json::to_string(&ledger).unwrap();
+    let resumed: Ledger = serde_json::from_str(&saved).unwrap();
+    assert_eq!(
+        resumed.verdict(&a, firing(&c, 100.0), false, 5000.0),
+        Err(Held::Limit)
+    );
+}
+
+#[test]
+fn notifications_say_what_the_action_did() {
+    let c = hung();
+    let mut ledger = Ledger::default();
+    let note = |kind| Notification {
+        kind,
+        condition: c.clone(),
+        since: 100.0,
+    };
+    ledger.begin("restart-sglang", firing(&c, 100.0));
+    let mut page = [note(Kind::Firing)];
+    ledger.annotate(&mut page, 100.0);
+    assert_eq!(
+        page[0].condition.summary,
+        "no tokens for 5m (server hung); running `restart-sglang`"
+    );
+    ledger.end(
+        "restart-sglang",
+        &c.key(),
+        100.0,
+        "ran `restart-sglang` (exit 0, 12 s)",
+        112.0,
+    );
+    let mut told = [note(Kind::Reminder), note(Kind::Resolved { lasted: 60.0 })];
+    ledger.annotate(&mut told, 152.0);
+    assert!(told[0]
+        .condition
+        .summary
+        .ends_with("; ran `restart-sglang` (exit 0, 12 s)"));
+    assert!(told[1]
+        .condition
+        .summary
+        .ends_with("; the run moved again 40 s after `restart-sglang`"));
+    assert!(told[1].condition.details.contains("Action: "));
+    // Another episode's notifications say nothing of it.
+    let mut other = [Notification {
+        since: 900.0,
+        ..note(Kind::Firing)
+    }];
+    ledger.annotate(&mut other, 900.0);
+    assert_eq!(other[0].condition.summary, c.summary);
+    ledger.forget_gone(&[]);
+    let mut after = [note(Kind::Reminder)];
+    ledger.annotate(&mut after, 999.0);
+    assert_eq!(after[0].condition.summary, c.summary);
+}
+
+#[test]
+fn durations_read_as_people_say_them() {
+    assert_eq!(seconds(12.4), "12 s");
+    assert_eq!(seconds(120.0), "2 min");
+    assert_eq!(seconds(200.0), "3 min 20 s");
+}
+
+#[test]
+fn a_run_that_ends_after_its_episode_says_nothing_of_the_next() {
+    let c = hung();
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    // The alert resolved and fired again while the run went on.
+    ledger.forget_gone(&[]);
+    ledger.end(
+        "restart",
+        &c.key(),
+        100.0,
+        "ran `restart` (exit 0, 90 s)",
+        190.0,
+    );
+    let mut page = [Notification {
+        kind: Kind::Reminder,
+        condition: c.clone(),
+        since: 180.0,
+    }];
+    ledger.annotate(&mut page, 200.0);
+    assert_eq!(page[0].condition.summary, c.summary);
+}
