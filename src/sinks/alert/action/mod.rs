@@ -101,6 +101,27 @@ struct Episode {
     /// When its last run ended, and what the notifications say of it.
     ended: Option<f64>,
     said: Option<String>,
+    /// The first evidence of work a round saw after the run ended: the run moved again.
+    #[serde(default)]
+    moved: Option<f64>,
+}
+
+/// How long an alert's resolution waits for the run to move after the action that ran for it
+/// (an engine restarted by its action takes minutes to serve again): told then, either way.
+pub const RESOLUTION_WAITS_AT_MOST: f64 = 15.0 * 60.0;
+
+/// A resolution held back until the run moves after the action that ran for its alert: a
+/// hung engine killed by its action stops being hung at once, long before the run is healed,
+/// and "resolved" must not be said of a run that has not moved (docs/alerts.md#actions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct HeldResolution {
+    condition: Condition,
+    since: f64,
+    lasted: f64,
+    action: String,
+    /// When the action ended; `None` while it runs.
+    ended: Option<f64>,
+    until: f64,
 }
 
 /// What the actions remember: runs per episode and when each action last ended. Kept with
@@ -114,6 +135,8 @@ pub struct Ledger {
     ended: BTreeMap<String, f64>,
     #[serde(skip)]
     running: BTreeSet<String>,
+    #[serde(default)]
+    held: Vec<HeldResolution>,
 }
 
 fn episode_key(action: &str, alert_key: &str) -> String {
@@ -169,6 +192,7 @@ impl Ledger {
                 runs: 0,
                 ended: None,
                 said: None,
+                moved: None,
             });
         if episode.since != firing.since {
             *episode = Episode {
@@ -176,6 +200,7 @@ impl Ledger {
                 runs: 0,
                 ended: None,
                 said: None,
+                moved: None,
             };
         }
         episode.runs += 1;
@@ -195,6 +220,98 @@ impl Ledger {
         {
             e.ended = Some(now);
             e.said = Some(said.to_owned());
+            e.moved = None;
+        }
+        for h in &mut self.held {
+            if h.action == action && h.since == since && h.condition.key() == alert_key {
+                h.ended = Some(now);
+            }
+        }
+    }
+
+    /// The run's latest evidence of work, as of this round: an action that ended before it
+    /// saw the run move again.
+    pub fn note_work(&mut self, last_work: Option<f64>) {
+        let Some(work) = last_work else {
+            return;
+        };
+        for e in self.episodes.values_mut() {
+            if e.moved.is_none() && e.ended.is_some_and(|ended| work > ended) {
+                e.moved = Some(work);
+            }
+        }
+    }
+
+    /// Whether any episode or held resolution waits on the run's work.
+    pub fn watching(&self) -> bool {
+        !self.episodes.is_empty() || !self.held.is_empty()
+    }
+
+    /// Holds back the round's resolutions of alerts an action ran for while the run has not
+    /// moved since it ended.
+    pub fn hold_resolutions(&mut self, notifications: &mut Vec<Notification>, now: f64) {
+        let mut kept = Vec::with_capacity(notifications.len());
+        for n in notifications.drain(..) {
+            let Kind::Resolved { lasted } = n.kind else {
+                kept.push(n);
+                continue;
+            };
+            let unmoved = self
+                .of(&n.condition, n.since)
+                .into_iter()
+                .find(|(_, e)| e.moved.is_none())
+                .map(|(action, e)| (action.to_owned(), e.ended));
+            match unmoved {
+                Some((action, ended)) => self.held.push(HeldResolution {
+                    condition: n.condition,
+                    since: n.since,
+                    lasted,
+                    action,
+                    ended,
+                    until: now + RESOLUTION_WAITS_AT_MOST,
+                }),
+                None => kept.push(n),
+            }
+        }
+        *notifications = kept;
+    }
+
+    /// Lets out the resolutions held whose run moved after their action ended, or that waited
+    /// [`RESOLUTION_WAITS_AT_MOST`]: each says which.
+    pub fn release_resolutions(
+        &mut self,
+        notifications: &mut Vec<Notification>,
+        last_work: Option<f64>,
+        now: f64,
+    ) {
+        let moved =
+            |h: &HeldResolution| h.ended.zip(last_work).filter(|(ended, work)| work > ended);
+        let (out, still): (Vec<HeldResolution>, Vec<HeldResolution>) =
+            std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|h| moved(h).is_some() || now >= h.until);
+        self.held = still;
+        for h in out {
+            let line = match moved(&h) {
+                Some((ended, work)) => format!(
+                    "the run moved again {} after `{}`",
+                    seconds(work - ended),
+                    h.action
+                ),
+                None => format!(
+                    "the run has not moved in the {} after `{}`",
+                    seconds(RESOLUTION_WAITS_AT_MOST),
+                    h.action
+                ),
+            };
+            let mut condition = h.condition;
+            condition.summary = format!("{}; {line}", condition.summary);
+            condition.details = format!("{}\nAction: {line}.", condition.details);
+            notifications.push(Notification {
+                kind: Kind::Resolved { lasted: h.lasted },
+                condition,
+                since: h.since,
+            });
         }
     }
 
@@ -226,7 +343,7 @@ impl Ledger {
                 .filter_map(|(action, e)| match (n.kind, e.ended, &e.said) {
                     (Kind::Resolved { .. }, Some(ended), _) => Some(format!(
                         "the run moved again {} after `{action}`",
-                        seconds((now - ended).max(0.0))
+                        seconds((e.moved.unwrap_or(now) - ended).max(0.0))
                     )),
                     (Kind::Firing | Kind::Reminder, _, Some(said)) => Some(said.clone()),
                     (Kind::Firing, None, None) => Some(format!("running `{action}`")),

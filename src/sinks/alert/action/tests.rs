@@ -210,3 +210,77 @@ fn a_run_that_ends_after_its_episode_says_nothing_of_the_next() {
     ledger.annotate(&mut page, 200.0);
     assert_eq!(page[0].condition.summary, c.summary);
 }
+
+/// An engine killed by its action is no longer hung at once; the run moves again only once a
+/// new engine serves. The resolution waits for that, and says how long it took; one whose run
+/// never moves is told after [`RESOLUTION_WAITS_AT_MOST`], saying so.
+#[test]
+fn a_resolution_waits_for_the_run_to_move_after_the_action() {
+    let c = hung();
+    let resolved = |at: f64| Notification {
+        kind: Kind::Resolved { lasted: at - 100.0 },
+        condition: c.clone(),
+        since: 100.0,
+    };
+    let round = |ledger: &mut Ledger, mut told: Vec<Notification>, work: f64, now: f64| {
+        ledger.note_work(Some(work));
+        ledger.hold_resolutions(&mut told, now);
+        ledger.annotate(&mut told, now);
+        ledger.release_resolutions(&mut told, Some(work), now);
+        ledger.forget_gone(&[]);
+        told
+    };
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    // Resolved while the action still runs (the engine it kills is down, not hung): held.
+    assert!(round(&mut ledger, vec![resolved(105.0)], 90.0, 105.0).is_empty());
+    ledger.end(
+        "restart",
+        &c.key(),
+        100.0,
+        "ran `restart` (exit 0, 8 s)",
+        108.0,
+    );
+    // Kept across a restart of the sidecar, and still held while the run has not moved.
+    let mut ledger: Ledger =
+        serde_json::from_str(&serde_json::to_string(&ledger).unwrap()).unwrap();
+    assert!(round(&mut ledger, Vec::new(), 90.0, 150.0).is_empty());
+    // The run's first work after the action ended lets it out, saying when.
+    let told = round(&mut ledger, Vec::new(), 168.0, 170.0);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].kind, Kind::Resolved { lasted: 5.0 });
+    assert!(
+        told[0]
+            .condition
+            .summary
+            .ends_with("; the run moved again 1 min after `restart`"),
+        "{}",
+        told[0].condition.summary
+    );
+    assert!(round(&mut ledger, Vec::new(), 200.0, 200.0).is_empty());
+    // Another episode whose run never moves is told at the limit, saying it has not.
+    ledger.begin("restart", firing(&c, 1000.0));
+    ledger.end(
+        "restart",
+        &c.key(),
+        1000.0,
+        "ran `restart` (exit 0, 8 s)",
+        1008.0,
+    );
+    let again = Notification {
+        since: 1000.0,
+        ..resolved(1010.0)
+    };
+    assert!(round(&mut ledger, vec![again], 900.0, 1010.0).is_empty());
+    let late = 1010.0 + RESOLUTION_WAITS_AT_MOST;
+    assert!(round(&mut ledger, Vec::new(), 900.0, late - 1.0).is_empty());
+    let told = round(&mut ledger, Vec::new(), 900.0, late);
+    assert!(
+        told.len() == 1
+            && told[0]
+                .condition
+                .summary
+                .ends_with("; the run has not moved in the 15 min after `restart`"),
+        "{told:?}"
+    );
+}

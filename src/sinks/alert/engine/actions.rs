@@ -65,9 +65,18 @@ impl Engine {
                 );
             }
         }
-        self.saved.actions.annotate(&mut round.notifications, now);
-        self.saved.actions.annotate_firing(&mut self.unsilenced);
-        self.saved.actions.forget_gone(&firing);
+        let last_work = self.saved.actions.watching().then(|| {
+            let run = self.run.locked();
+            run.last_evidence_at(&run.current_views())
+        });
+        let last_work = last_work.flatten();
+        let ledger = &mut self.saved.actions;
+        ledger.note_work(last_work);
+        ledger.hold_resolutions(&mut round.notifications, now);
+        ledger.annotate(&mut round.notifications, now);
+        ledger.release_resolutions(&mut round.notifications, last_work, now);
+        ledger.annotate_firing(&mut self.unsilenced);
+        ledger.forget_gone(&firing);
     }
 
     /// One action run begins: logged, shown as running, started off the runtime.
