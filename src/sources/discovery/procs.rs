@@ -442,20 +442,39 @@ fn engine(args: &[String]) -> Option<&'static str> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
     };
-    for (i, a) in args.iter().enumerate() {
-        let next = args.get(i + 1).map(String::as_str);
-        match a.as_str() {
-            "sglang.launch_server" => return Some("sglang"),
-            "vllm.entrypoints.openai.api_server" => return Some("vllm"),
-            _ => {}
+    // The engine is the program the process runs, not an argument to it: a shell's `-c`
+    // script or a wrapper (`bash -c '… vllm serve …'`, `timeout 3600 vllm serve`) that
+    // starts the engine is its parent, and the engine is the child that listens. An
+    // interpreter's program is the module or script it runs.
+    let mut program = args;
+    if program
+        .first()
+        .and_then(|a| base(a))
+        .is_some_and(|b| b.starts_with("python"))
+    {
+        program = &program[1..];
+        while let Some(flag) = program.first().filter(|a| a.starts_with('-') && *a != "-m") {
+            let takes_value = matches!(flag.as_str(), "-X" | "-W");
+            program = &program[(if takes_value { 2 } else { 1 }).min(program.len())..];
         }
-        match (base(a).as_deref(), next) {
-            (Some("sglang"), Some("serve")) => return Some("sglang"),
-            (Some("vllm"), Some("serve")) => return Some("vllm"),
-            _ => {}
+        if let [m, module, ..] = program {
+            if m == "-m" {
+                return match module.as_str() {
+                    "sglang.launch_server" => Some("sglang"),
+                    "vllm.entrypoints.openai.api_server" => Some("vllm"),
+                    _ => None,
+                };
+            }
         }
     }
-    None
+    match (
+        program.first().and_then(|a| base(a)).as_deref(),
+        program.get(1).map(String::as_str),
+    ) {
+        (Some("sglang"), Some("serve")) => Some("sglang"),
+        (Some("vllm"), Some("serve")) => Some("vllm"),
+        _ => None,
+    }
 }
 
 /// The regular file a process's stdout (else stderr) goes to.
@@ -522,6 +541,17 @@ mod tests {
             ("grep vllm", None),
             ("vllm serve --help=all", None),
             ("python -m sglang.launch_server -h", None),
+            (
+                "/venv/bin/python3.11 -u -X dev /venv/bin/vllm serve m",
+                Some("vllm"),
+            ),
+            // A supervisor's shell and a wrapper are not the engine: their child is.
+            ("bash -c while true; do vllm serve m; done", None),
+            (
+                "timeout 3600 python -m sglang.launch_server --model-path m",
+                None,
+            ),
+            ("python supervise.py vllm serve m", None),
         ] {
             assert_eq!(engine(&args(line)), want, "{line}");
         }
