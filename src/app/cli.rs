@@ -73,13 +73,14 @@ pub enum Command {
         speed: f64,
         #[arg(long)]
         server_port: u16,
+        /// The pipeline supervises its server: one that ends is started again.
+        #[arg(long)]
+        heal: bool,
     },
-    /// The demo's simulated SGLang server (started by the simulated pipeline).
+    /// `demo --heal`'s action: ends the simulated server the sidecar found hung
+    /// (`PULSE_SERVER_PID`), for the simulated pipeline to start it again.
     #[command(hide = true)]
-    DemoServer {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    DemoKillServer,
     /// Silence a running sidecar's notifications for a while (maintenance), list or expire
     /// silences.
     Silence(Box<SilenceArgs>),
@@ -286,6 +287,10 @@ pub struct DemoArgs {
     /// Stop by itself after this long, e.g. 2m.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Heal the wedged server: an action (docs/alerts.md#actions) ends it when `ServerHung`
+    /// fires, the simulated pipeline starts it again, and the emails tell the story.
+    #[arg(long)]
+    pub heal: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

@@ -22,6 +22,16 @@ const EXIT_CONFIG: u8 = 2;
 
 /// Runs the command line's command; its exit code.
 pub fn main() -> ExitCode {
+    if std::env::var_os(demo::server::ENV).is_some() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        return match demo::server::main(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("the simulated server failed: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     // A one-shot status view is for reading, not for the sidecar's progress messages.
     let default_level = match cli.command {
@@ -84,10 +94,10 @@ pub fn main() -> ExitCode {
             dir,
             speed,
             server_port,
-        } => demo::pipeline_main(&dir, speed, server_port).context("the simulated pipeline failed"),
-        Command::DemoServer { args } => {
-            demo::server::main(&args).context("the simulated server failed")
-        }
+            heal,
+        } => demo::pipeline_main(&dir, speed, server_port, heal)
+            .context("the simulated pipeline failed"),
+        Command::DemoKillServer => demo::kill_server(),
         Command::Status(args) => return status(&args),
         Command::Silence(args) => crate::app::remote::silence::run(&args),
         Command::TestNotify(args) => match load(&args) {
@@ -372,9 +382,9 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the demo folder {}", dir.display()))?;
     let dir = std::fs::canonicalize(&dir)?;
     let layout = demo::Layout::new(&dir);
-    let pipeline =
-        demo::start(&layout, args.speed).context("cannot start the simulated pipeline")?;
-    let config = match layout.config(listen, args.speed) {
+    let pipeline = demo::start(&layout, args.speed, args.heal)
+        .context("cannot start the simulated pipeline")?;
+    let config = match layout.config(listen, args.speed, args.heal) {
         Ok(config) => config,
         Err(e) => anyhow::bail!("the demo's configuration: {e}"),
     };

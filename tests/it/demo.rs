@@ -210,3 +210,67 @@ fn mails(demo_dir: &std::path::Path) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// `demo --heal`: the wedged server is ended by the demo's action when `ServerHung` fires, the
+/// simulated pipeline (its supervisor) starts it again, and the run moves. The page says what
+/// the action did, the RESOLVED how long after it the run moved, and discovery finds the new
+/// server.
+#[test]
+fn demo_heal_restarts_the_wedged_server_and_the_emails_tell_it() {
+    let dir = temp_dir();
+    let demo_dir = dir.path().join("demo");
+    let demo = Demo::start_with(&demo_dir, "10", "3m", &["--heal"]);
+    let first = poll("the demo's server found", Duration::from_secs(30), || {
+        get_json(demo.addr, "/status")
+            .and_then(|s| s["discovered"]["server"]["pid"].as_u64())
+            .ok_or_else(String::new)
+    });
+    let mails = || -> Vec<String> {
+        std::fs::read_dir(demo_dir.join("mail"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            // Quoted-printable wraps long lines; they read whole once joined.
+            .map(|m| m.replace("=\r\n", "").replace("=\n", ""))
+            .collect()
+    };
+    let resolved = poll("ServerHung's RESOLVED", Duration::from_secs(150), || {
+        mails()
+            .into_iter()
+            .find(|m| m.contains("RESOLVED ServerHung"))
+            .ok_or_else(|| format!("{} emails", mails().len()))
+    });
+    assert!(
+        resolved.contains("the run moved again") && resolved.contains("after `restart-sglang`"),
+        "{resolved}"
+    );
+    // Said in the page (it waits 3 s for its round's actions), or in a reminder on a machine
+    // too loaded to run it within them.
+    let told: Vec<String> = mails()
+        .into_iter()
+        .filter(|m| m.contains("FIRING ServerHung"))
+        .collect();
+    assert!(
+        told.iter()
+            .any(|m| m.contains("ran `restart-sglang` (exit 0, ")),
+        "{told:#?}"
+    );
+    let status = get_json(demo.addr, "/status").unwrap();
+    let ran = &status["actions"][0];
+    assert_eq!(
+        (&ran["action"], &ran["result"]),
+        (&"restart-sglang".into(), &"ok".into())
+    );
+    assert!(
+        ran["output"]
+            .as_str()
+            .is_some_and(|o| o.contains(&format!("pid {first}"))),
+        "{ran}"
+    );
+    let again = status["discovered"]["server"]["pid"].as_u64();
+    assert!(
+        again.is_some_and(|p| p != first),
+        "a new server: {again:?} after {first}"
+    );
+}

@@ -26,6 +26,7 @@ mod unique;
 
 pub use crate::sources::files::{FileWatch, OutputConfig, OutputLimits, Pointers};
 pub use crate::sources::log::LogConfig;
+pub use actions::RawAction;
 pub use alerts::{RawRule, Threshold};
 pub use keys::{key, RawConfig};
 use std::net::SocketAddr;

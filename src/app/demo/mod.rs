@@ -7,13 +7,18 @@
 //! the folder and nothing else about the sources, so the demo shows discovery too. Partway
 //! through the run stalls (the server wedges) and recovers, and later it crashes and begins a
 //! partition again, so a newcomer sees every state the sidecar reports within a few minutes.
+//! With `--heal` the pipeline supervises its server, and an action of the sidecar's
+//! (docs/alerts.md#actions) ends the wedged server when `ServerHung` fires: the pipeline starts
+//! it again, the run moves, and the emails tell the story.
 
 pub mod server;
 
-use crate::app::config::{Config, ConfigError, GpuMode, RawConfig, RawRule};
+use crate::app::config::{Config, ConfigError, GpuMode, RawAction, RawConfig, RawRule, Threshold};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufWriter, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::ChildStdin;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,6 +33,8 @@ const REPORT_EVERY: u64 = 10;
 const STEP_SECONDS: f64 = 0.5;
 /// Simulated seconds the stall lasts.
 const STALL_SECONDS: f64 = 30.0;
+/// Simulated seconds a restarted server takes to serve again (`--heal`).
+const SERVER_LOADS_SECONDS: f64 = 6.0;
 /// The partition an earlier run left in the folder.
 pub const PREVIOUS_PARTITION: &str = "B0_pilot";
 const PREVIOUS_RECORDS: u64 = 120;
@@ -110,7 +117,12 @@ impl Layout {
 
     /// The sidecar configuration that watches this layout: the run folder, to discover its
     /// sources from, with alert timings scaled to the simulation's speed so its stall is caught.
-    pub fn config(&self, listen: std::net::SocketAddr, speed: f64) -> Result<Config, ConfigError> {
+    pub fn config(
+        &self,
+        listen: std::net::SocketAddr,
+        speed: f64,
+        heal: bool,
+    ) -> Result<Config, ConfigError> {
         let scaled = |seconds: f64, floor: f64| {
             let d = Duration::from_secs_f64((seconds / speed).max(floor));
             humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
@@ -145,7 +157,132 @@ impl Layout {
             .into(),
             ..RawConfig::default()
         };
-        crate::app::config::discovery::configure(raw)
+        crate::app::config::discovery::configure(if heal { healing(raw, &scaled) } else { raw })
+    }
+}
+
+/// `demo --heal`: `ServerHung` a third into the stall, before `Stalled`, and the action that
+/// ends the wedged server (this binary, `demo-kill-server`), once per episode.
+fn healing(mut raw: RawConfig, scaled: &dyn Fn(f64, f64) -> String) -> RawConfig {
+    raw.rules.insert(
+        "ServerHung".to_owned(),
+        RawRule {
+            threshold: Some(Threshold::Text(scaled(STALL_SECONDS / 3.0, 0.1))),
+            ..RawRule::default()
+        },
+    );
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "pipeline-pulse".to_owned());
+    raw.actions.push(RawAction {
+        name: Some("restart-sglang".to_owned()),
+        on: vec!["ServerHung".to_owned()],
+        command: vec![exe, "demo-kill-server".to_owned()],
+        timeout: Some("30s".to_owned()),
+        ..RawAction::default()
+    });
+    raw
+}
+
+/// `demo-kill-server`, the action of `demo --heal`: SIGTERM to the server the sidecar found
+/// hung (`PULSE_SERVER_PID`), after checking it is the demo's SGLang, as
+/// deploy/actions/kill-engine.sh does for a real one.
+pub fn kill_server() -> anyhow::Result<()> {
+    use anyhow::Context;
+    let pid: i32 = std::env::var("PULSE_SERVER_PID")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .context("no PULSE_SERVER_PID: the sidecar found no server")?;
+    let cmdline =
+        fs::read(format!("/proc/{pid}/cmdline")).with_context(|| format!("pid {pid} is gone"))?;
+    anyhow::ensure!(
+        String::from_utf8_lossy(&cmdline).contains("sglang.launch_server"),
+        "pid {pid} is not the demo's SGLang server: nothing killed"
+    );
+    println!(
+        "{}: SIGTERM to the simulated SGLang server, pid {pid}",
+        std::env::var("PULSE_ALERT").unwrap_or_default()
+    );
+    // SAFETY: a plain syscall on a pid just checked to be the demo's server.
+    anyhow::ensure!(
+        unsafe { libc::kill(pid, libc::SIGTERM) } == 0,
+        "cannot signal pid {pid}: {}",
+        io::Error::last_os_error()
+    );
+    Ok(())
+}
+
+/// What the simulated pipeline asks of its server.
+pub trait Serving {
+    /// The server's state for this step: requests running and queued, tokens per second.
+    fn tell(&mut self, running: f64, queued: f64, tokens_per_second: f64);
+    /// Whether the server ended and was started again since the last ask (`--heal`).
+    fn restarted(&mut self) -> bool;
+}
+
+fn say(server: &mut Option<&mut dyn Serving>, running: f64, queued: f64, tokens_per_second: f64) {
+    if let Some(server) = server {
+        server.tell(running, queued, tokens_per_second);
+    }
+}
+
+/// The demo's SGLang, a process of its own; supervised (started again when it ends) with
+/// `--heal`.
+struct SimulatedServer {
+    log: PathBuf,
+    port: u16,
+    child: Child,
+    stdin: ChildStdin,
+    supervised: bool,
+}
+
+impl SimulatedServer {
+    fn start(log: &Path, port: u16, supervised: bool) -> io::Result<SimulatedServer> {
+        let out = OpenOptions::new().create(true).append(true).open(log)?;
+        let mut child = Command::new(std::env::current_exe()?)
+            // Its command line reads as a real SGLang's, for discovery to find it as one.
+            .arg0("python3")
+            .env(server::ENV, "1")
+            .args([
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "/shared/kimi-k2.5-int4",
+            ])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--enable-metrics")
+            .stdin(Stdio::piped())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        Ok(SimulatedServer {
+            log: log.to_owned(),
+            port,
+            child,
+            stdin,
+            supervised,
+        })
+    }
+}
+
+impl Serving for SimulatedServer {
+    fn tell(&mut self, running: f64, queued: f64, tokens_per_second: f64) {
+        let _ = writeln!(self.stdin, "{running} {queued} {tokens_per_second:.2}");
+        let _ = self.stdin.flush();
+    }
+
+    fn restarted(&mut self) -> bool {
+        if !self.supervised || !matches!(self.child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        match SimulatedServer::start(&self.log, self.port, true) {
+            Ok(new) => {
+                *self = new;
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -160,14 +297,8 @@ pub fn simulate(
     layout: &Layout,
     speed: f64,
     stop: &AtomicBool,
-    mut server: Option<&mut dyn Write>,
+    mut server: Option<&mut dyn Serving>,
 ) -> io::Result<()> {
-    let mut tell = |running: f64, queued: f64, tokens_per_second: f64| {
-        if let Some(server) = server.as_mut() {
-            let _ = writeln!(server, "{running} {queued} {tokens_per_second:.2}");
-            let _ = server.flush();
-        }
-    };
     prepare(layout)?;
     let mut log = Log(BufWriter::new(
         OpenOptions::new()
@@ -205,16 +336,29 @@ pub fn simulate(
                         incident = None;
                         match kind {
                             Incident::Stall => {
-                                // The server holds its requests and generates nothing.
-                                tell(p.concurrency as f64, 0.0, 0.0);
-                                if !pause(STALL_SECONDS) {
-                                    return Ok(());
+                                // The server holds its requests and generates nothing, until
+                                // it recovers or is started again.
+                                say(&mut server, p.concurrency as f64, 0.0, 0.0);
+                                let mut stalled = 0.0;
+                                while stalled < STALL_SECONDS {
+                                    if !pause(STEP_SECONDS) {
+                                        return Ok(());
+                                    }
+                                    stalled += STEP_SECONDS;
+                                    if server.as_mut().is_some_and(|s| s.restarted()) {
+                                        // The new server loads its model before it serves.
+                                        if !pause(SERVER_LOADS_SECONDS) {
+                                            return Ok(());
+                                        }
+                                        stalled += SERVER_LOADS_SECONDS;
+                                        break;
+                                    }
                                 }
-                                a.elapsed += STALL_SECONDS;
+                                a.elapsed += stalled;
                             }
                             Incident::Crash => {
                                 log.crash()?;
-                                tell(0.0, 0.0, 0.0);
+                                say(&mut server, 0.0, 0.0, 0.0);
                                 if !pause(3.0) {
                                     return Ok(());
                                 }
@@ -227,7 +371,8 @@ pub fn simulate(
                 step(p, &mut a, &mut rng, &mut responses, &mut log)?;
                 let running = (p.prompts - a.done).min(p.concurrency);
                 let queued = (p.prompts - a.done).saturating_sub(p.concurrency);
-                tell(
+                say(
+                    &mut server,
                     running as f64,
                     queued as f64,
                     (a.tokens - before) / STEP_SECONDS,
@@ -238,7 +383,7 @@ pub fn simulate(
         log.line(&format!("Done: {} ({} responses)", p.name, p.prompts))?;
     }
     log.line("All partitions complete.")?;
-    tell(0.0, 0.0, 0.0);
+    say(&mut server, 0.0, 0.0, 0.0);
     Ok(())
 }
 
@@ -469,7 +614,7 @@ impl WaitTimeout for Child {
 
 /// Starts the simulated pipeline and its server, and waits until the log is there and the
 /// server answers, so that the sidecar's first discovery finds both.
-pub fn start(layout: &Layout, speed: f64) -> io::Result<Pipeline> {
+pub fn start(layout: &Layout, speed: f64, heal: bool) -> io::Result<Pipeline> {
     // The pipeline starts a fresh log: an old one must not pass for it below.
     let _ = fs::remove_file(&layout.log);
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -485,6 +630,7 @@ pub fn start(layout: &Layout, speed: f64) -> io::Result<Pipeline> {
             "--server-port",
             &port.to_string(),
         ])
+        .args(heal.then_some("--heal"))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()?;
@@ -511,7 +657,7 @@ pub fn start(layout: &Layout, speed: f64) -> io::Result<Pipeline> {
 
 /// `demo-pipeline`: the simulated pipeline's process. It runs until the run is done, then
 /// idles (a finished driver with its server still up) until its stdin closes.
-pub fn pipeline_main(dir: &Path, speed: f64, server_port: u16) -> io::Result<()> {
+pub fn pipeline_main(dir: &Path, speed: f64, server_port: u16, heal: bool) -> io::Result<()> {
     let layout = Layout::new(dir);
     fs::create_dir_all(layout.log.parent().expect("log has a parent"))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -521,27 +667,17 @@ pub fn pipeline_main(dir: &Path, speed: f64, server_port: u16) -> io::Result<()>
         let _ = io::stdin().lock().lines().count();
         flag.store(true, Ordering::Relaxed);
     });
-    let out = File::create(&layout.server_log)?;
-    let mut server = Command::new(std::env::current_exe()?)
-        .args([
-            "demo-server",
-            "sglang.launch_server",
-            "--model-path",
-            "/shared/kimi-k2.5-int4",
-        ])
-        .args(["--host", "127.0.0.1", "--port", &server_port.to_string()])
-        .arg("--enable-metrics")
-        .stdin(Stdio::piped())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()?;
-    let mut to_server = server.stdin.take().expect("piped");
-    let result = simulate(&layout, speed, &stop, Some(&mut to_server));
+    File::create(&layout.server_log)?;
+    let mut server = SimulatedServer::start(&layout.server_log, server_port, heal)?;
+    let result = simulate(&layout, speed, &stop, Some(&mut server));
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    drop(to_server);
-    let _ = server.wait_timeout_or_kill(Duration::from_secs(5));
+    let SimulatedServer {
+        mut child, stdin, ..
+    } = server;
+    drop(stdin);
+    let _ = child.wait_timeout_or_kill(Duration::from_secs(5));
     result
 }
 

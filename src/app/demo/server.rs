@@ -20,7 +20,11 @@ struct State {
     tokens_per_second: f64,
 }
 
-/// Runs the server; `args` are its command line after `demo-server` (`--host`, `--port`).
+/// The variable that tells the binary it is the demo's server: its command line reads as a real
+/// SGLang's (`python3 -m sglang.launch_server …`), for discovery to find it as one.
+pub const ENV: &str = "PULSE_DEMO_SERVER";
+
+/// Runs the server; `args` are its command line after the program (`--host`, `--port`).
 pub fn main(args: &[String]) -> std::io::Result<()> {
     let value = |flag: &str| {
         args.iter()

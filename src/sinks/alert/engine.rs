@@ -211,7 +211,8 @@ impl Engine {
             if let Some(reason) = wanting_stacks(&round.notifications) {
                 self.take_stacks(&mut round, &reason, now).await;
             }
-            self.act(&mut round, now);
+            let started = self.act(&mut round, now);
+            self.await_quick_actions(&mut round, started).await;
             self.queue(round, now);
             self.deliver();
         }

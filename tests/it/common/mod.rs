@@ -368,10 +368,16 @@ pub struct Demo {
 
 impl Demo {
     pub fn start(dir: &Path, speed: &str, duration: &str) -> Demo {
+        Demo::start_with(dir, speed, duration, &[])
+    }
+
+    /// The demo with `more` flags (`--heal`).
+    pub fn start_with(dir: &Path, speed: &str, duration: &str, more: &[&str]) -> Demo {
         let mut child = Command::new(BIN)
             .args(["demo", "--listen", "127.0.0.1:0", "--speed", speed])
             .args(["--duration", duration, "--dir"])
             .arg(dir)
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -19,13 +19,16 @@ use crate::state::StateDir;
 const ACTIONS: &str = "actions.json";
 /// Action runs kept for `/status` and `actions.json`.
 const ACTION_RUNS_KEPT: usize = 20;
+/// How long a page waits for the actions its round started, to say what a quick one did.
+pub const QUICK_ACTION: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Engine {
     /// Starts the actions due for the firing alerts, and lets the round's notifications say
     /// what the actions did (docs/alerts.md#actions). The run's facts are copied under the
     /// lock; each command starts after it is released, on a thread of its own, so a scrape
     /// never waits for one and a command that hangs holds back no alert.
-    pub(super) fn act(&mut self, round: &mut Round, now: f64) {
+    pub(super) fn act(&mut self, round: &mut Round, now: f64) -> usize {
+        let mut started = 0;
         let actions = &self.config.actions;
         let firing = self.saved.lifecycle.firing();
         if !actions.list.is_empty() && !firing.is_empty() {
@@ -51,6 +54,7 @@ impl Engine {
             });
             let secret_env = actions.secret_env.clone();
             for (action, condition, since, attempt) in due {
+                started += 1;
                 self.start_action(
                     Launch {
                         action,
@@ -77,6 +81,37 @@ impl Engine {
         ledger.release_resolutions(&mut round.notifications, last_work, now);
         ledger.annotate_firing(&mut self.unsilenced);
         ledger.forget_gone(&firing);
+        started
+    }
+
+    /// Waits at most [`QUICK_ACTION`] for the `started` actions of this round, so that the page
+    /// says what a quick one did (``ran `x` (exit 0, 1 s)``) instead of "running" followed by
+    /// a reminder a moment later. An action that takes longer is told in a reminder when it
+    /// ends; an earlier round's action that ends meanwhile is taken as usual.
+    pub(super) async fn await_quick_actions(&mut self, round: &mut Round, mut started: usize) {
+        let deadline = tokio::time::Instant::now() + QUICK_ACTION;
+        while started > 0 {
+            let Ok(Some((launch, finished))) =
+                tokio::time::timeout_at(deadline, self.acted.1.recv()).await
+            else {
+                return;
+            };
+            let key = launch.condition.key();
+            let paged = |n: &Notification| {
+                n.kind == Kind::Firing && n.since == launch.since && n.condition.key() == key
+            };
+            if !round.notifications.iter().any(paged) {
+                self.action_ended(launch, finished);
+                continue;
+            }
+            started -= 1;
+            let said = self.record_action_end(&launch, &finished);
+            let running = format!("running `{}`", launch.action.name);
+            for n in round.notifications.iter_mut().filter(|n| paged(n)) {
+                n.condition.summary = n.condition.summary.replace(&running, &said);
+                n.condition.details = n.condition.details.replace(&running, &said);
+            }
+        }
     }
 
     /// One action run begins: logged, shown as running, started off the runtime.
@@ -121,6 +156,41 @@ impl Engine {
     /// still fires (a failing action is said, never a reason to hold an alert back).
     pub(super) fn action_ended(&mut self, launch: Launch, finished: Finished) {
         let now = clock::now();
+        self.record_action_end(&launch, &finished);
+        let key = launch.condition.key();
+        let still = self
+            .saved
+            .lifecycle
+            .firing()
+            .into_iter()
+            .find(|(c, since)| c.key() == key && *since == launch.since);
+        let silenced = |c: &Condition| self.silences.with(|s| s.silenced(c, now));
+        let Some((condition, since)) = still.filter(|(c, _)| !silenced(c)) else {
+            self.save();
+            return;
+        };
+        let mut told = vec![Notification {
+            kind: Kind::Reminder,
+            condition,
+            since,
+        }];
+        self.saved.actions.annotate(&mut told, now);
+        let alerts = self.view.get();
+        let run = self.run.locked().clone();
+        let status = Status::from_run(&run, &alerts, &self.config.context.host, now);
+        self.queue(
+            Round {
+                notifications: told,
+                status,
+            },
+            now,
+        );
+    }
+
+    /// Keeps what an action run did: in the ledger, the alert view, the count and the state
+    /// directory, and in the sidecar's log. Returns the line the notifications say.
+    fn record_action_end(&mut self, launch: &Launch, finished: &Finished) -> String {
+        let now = clock::now();
         let name = launch.action.name.as_str();
         let said = finished.said(name);
         let key = launch.condition.key();
@@ -156,33 +226,7 @@ impl Engine {
                 tracing::warn!("cannot keep the action runs in the state directory: {e}");
             }
         }
-        let still = self
-            .saved
-            .lifecycle
-            .firing()
-            .into_iter()
-            .find(|(c, since)| c.key() == key && *since == launch.since);
-        let silenced = |c: &Condition| self.silences.with(|s| s.silenced(c, now));
-        let Some((condition, since)) = still.filter(|(c, _)| !silenced(c)) else {
-            self.save();
-            return;
-        };
-        let mut told = vec![Notification {
-            kind: Kind::Reminder,
-            condition,
-            since,
-        }];
-        self.saved.actions.annotate(&mut told, now);
-        let alerts = self.view.get();
-        let run = self.run.locked().clone();
-        let status = Status::from_run(&run, &alerts, &self.config.context.host, now);
-        self.queue(
-            Round {
-                notifications: told,
-                status,
-            },
-            now,
-        );
+        said
     }
 }
 
