@@ -4,6 +4,7 @@
 use super::sockets::{self, Socket};
 use crate::model::{DiscoveredProcess, DiscoveredServer};
 use crate::run_identity::Role;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// One process as `/proc` shows it.
@@ -253,10 +254,23 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         .iter()
         .filter_map(|p| Some((p, engine(&p.args)?)))
         .collect();
-    // A server's forked workers share its command line: the launcher stands for them.
+    // A server's forked workers share its command line: the launcher stands for them. A
+    // shell or a wrapper whose arguments start the engine stands aside for the engine it
+    // started.
+    let running: BTreeSet<u32> = engines
+        .iter()
+        .filter(|(p, _)| runs_engine(&p.args))
+        .map(|(p, _)| p.pid)
+        .collect();
     let launchers: Vec<(&Proc, &'static str)> = engines
         .iter()
-        .filter(|(p, _)| !engines.iter().any(|(parent, _)| parent.pid == p.ppid))
+        .filter(|(p, _)| !running.contains(&p.ppid))
+        .filter(|(p, _)| {
+            running.contains(&p.pid)
+                || !descendants(procs, p.pid)
+                    .iter()
+                    .any(|d| running.contains(&d.pid))
+        })
         .copied()
         .collect();
     let sockets_of = |pid: u32| {
@@ -431,50 +445,63 @@ fn descendants(procs: &[Proc], pid: u32) -> Vec<DiscoveredProcess> {
 
 /// `sglang` or `vllm` for an inference server's command line: `python -m
 /// sglang.launch_server`, `sglang serve`, `vllm serve`, `python -m
-/// vllm.entrypoints.openai.api_server`.
+/// vllm.entrypoints.openai.api_server`, wherever in the line (a process met inside an `exec`
+/// chain, `pyenv`'s shim, still shows its launcher's line: read once, it is not read again).
 fn engine(args: &[String]) -> Option<&'static str> {
     // `vllm serve --help=all` prints and exits: it serves nothing.
     if args.iter().any(|a| a == "-h" || a.starts_with("--help")) {
         return None;
     }
-    let base = |a: &str| {
+    args.iter()
+        .enumerate()
+        .find_map(|(i, _)| launch(&args[i..]))
+}
+
+/// The engine a command line starts with: `vllm serve`, `sglang serve`, `python [flags] -m
+/// MODULE`.
+fn launch(args: &[String]) -> Option<&'static str> {
+    let base = |a: &String| {
         Path::new(a)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
     };
-    // The engine is the program the process runs, not an argument to it: a shell's `-c`
-    // script or a wrapper (`bash -c '… vllm serve …'`, `timeout 3600 vllm serve`) that
-    // starts the engine is its parent, and the engine is the child that listens. An
-    // interpreter's program is the module or script it runs.
+    match (
+        args.first().map(String::as_str),
+        args.first().and_then(base).as_deref(),
+        args.get(1).map(String::as_str),
+    ) {
+        (Some("sglang.launch_server"), _, _) => Some("sglang"),
+        (Some("vllm.entrypoints.openai.api_server"), _, _) => Some("vllm"),
+        (_, Some("sglang"), Some("serve")) => Some("sglang"),
+        (_, Some("vllm"), Some("serve")) => Some("vllm"),
+        _ => None,
+    }
+}
+
+/// Whether the process's own program is the engine, not a shell or a wrapper that has it in
+/// its arguments (`bash -c '… vllm serve …'`, `timeout 3600 vllm serve`): such a process
+/// starts the engine as its child, and the child is the server. An interpreter's program is
+/// the module or script it runs.
+fn runs_engine(args: &[String]) -> bool {
+    if engine(args).is_none() {
+        return false;
+    }
     let mut program = args;
     if program
         .first()
-        .and_then(|a| base(a))
-        .is_some_and(|b| b.starts_with("python"))
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|b| b.to_string_lossy().starts_with("python"))
     {
         program = &program[1..];
         while let Some(flag) = program.first().filter(|a| a.starts_with('-') && *a != "-m") {
             let takes_value = matches!(flag.as_str(), "-X" | "-W");
             program = &program[(if takes_value { 2 } else { 1 }).min(program.len())..];
         }
-        if let [m, module, ..] = program {
-            if m == "-m" {
-                return match module.as_str() {
-                    "sglang.launch_server" => Some("sglang"),
-                    "vllm.entrypoints.openai.api_server" => Some("vllm"),
-                    _ => None,
-                };
-            }
+        if program.first().is_some_and(|m| m == "-m") {
+            program = &program[1..];
         }
     }
-    match (
-        program.first().and_then(|a| base(a)).as_deref(),
-        program.get(1).map(String::as_str),
-    ) {
-        (Some("sglang"), Some("serve")) => Some("sglang"),
-        (Some("vllm"), Some("serve")) => Some("vllm"),
-        _ => None,
-    }
+    launch(program).is_some()
 }
 
 /// The regular file a process's stdout (else stderr) goes to.
@@ -545,16 +572,41 @@ mod tests {
                 "/venv/bin/python3.11 -u -X dev /venv/bin/vllm serve m",
                 Some("vllm"),
             ),
-            // A supervisor's shell and a wrapper are not the engine: their child is.
-            ("bash -c while true; do vllm serve m; done", None),
-            (
-                "timeout 3600 python -m sglang.launch_server --model-path m",
-                None,
-            ),
-            ("python supervise.py vllm serve m", None),
         ] {
             assert_eq!(engine(&args(line)), want, "{line}");
+            assert_eq!(runs_engine(&args(line)), want.is_some(), "{line}");
         }
+        // A supervisor's shell, a wrapper or pyenv's shim met inside its `exec` has the
+        // engine in its arguments; it does not run it itself.
+        for line in [
+            "bash -c while true; do vllm serve m; done",
+            "timeout 3600 python -m sglang.launch_server --model-path m",
+            "bash /root/.pyenv/libexec/pyenv exec python3 -m sglang.launch_server --model-path m",
+        ] {
+            assert!(engine(&args(line)).is_some(), "{line}");
+            assert!(!runs_engine(&args(line)), "{line}");
+        }
+    }
+
+    /// `bash -c 'while …; do vllm serve …; done'` in the run folder: the supervisor's line names
+    /// the engine, but the server is its child, which listens; a wrapper met inside its own
+    /// `exec` (no engine below it) is the server all the same.
+    #[test]
+    fn a_supervisors_shell_stands_aside_for_the_engine_it_started() {
+        let supervisor = proc(7, "bash -c while true; do vllm serve m; done vllm serve m");
+        let mut engine = proc(8, "/venv/bin/python /venv/bin/vllm serve m --port 8000");
+        engine.ppid = 7;
+        let mut core = proc(9, "/venv/bin/python /venv/bin/vllm serve m --port 8000");
+        core.ppid = 8;
+        let found = server(&[supervisor, engine, core], Path::new("/run"), None, &[]);
+        let s = found.server.expect("the engine");
+        assert_eq!((s.pid, s.workers.len()), (8, 1));
+        let shim = proc(
+            5,
+            "bash /root/.pyenv/libexec/pyenv exec python3 -m sglang.launch_server --model-path m",
+        );
+        let found = server(&[shim], Path::new("/run"), None, &[]);
+        assert_eq!(found.server.map(|s| s.pid), Some(5));
     }
 
     fn proc(pid: u32, line: &str) -> Proc {
