@@ -36,28 +36,8 @@ impl Detect {
         // the other's lines that cannot be mistaken still count, a tqdm log's headers and a
         // run_inference log's frames.
         match self.chosen {
-            Some(Format::Tqdm) => {
-                return self
-                    .tqdm
-                    .parse(line)
-                    .or_else(|| match RunInference.parse(line) {
-                        Some(Event::Progress(_) | Event::Running { .. }) | None => None,
-                        header => header,
-                    })
-            }
-            Some(_) => {
-                return RunInference.parse(line).or_else(|| {
-                    // Only the bars that belong to the announced partition: any other bar in
-                    // a driver's log (a dataset's `Map`, a tokenizer's) is not its progress.
-                    if !super::tqdm::is_work_bar(line) {
-                        return None;
-                    }
-                    match self.tqdm.parse(line) {
-                        Some(frame @ Event::Progress(_)) => Some(frame),
-                        _ => None,
-                    }
-                });
-            }
+            Some(Format::Tqdm) => return tqdm_line(self.tqdm, line),
+            Some(_) => return run_inference_line(self.tqdm, line),
             None => {}
         }
         let run_inference = RunInference.parse(line);
@@ -106,9 +86,52 @@ impl Detect {
     }
 }
 
+/// A line of a log in the `run_inference` format, found or configured: its own forms, else a
+/// frame of a bar of the work (vLLM's `Running batch`), which is the announced partition's.
+/// Only those bars: any other in a driver's log (a dataset's `Map`, a tokenizer's) is not its
+/// progress.
+pub(super) fn run_inference_line(tqdm: Tqdm, line: &[u8]) -> Option<Event<'_>> {
+    RunInference.parse(line).or_else(|| {
+        if !super::tqdm::is_work_bar(line) {
+            return None;
+        }
+        match tqdm.parse(line) {
+            Some(frame @ Event::Progress(_)) => Some(frame),
+            _ => None,
+        }
+    })
+}
+
+/// A line of a log in the `tqdm` format, found or configured: a frame, else a driver's header
+/// that cannot be mistaken (`Processing: B1`), which names the partition the bars are of.
+pub(super) fn tqdm_line(tqdm: Tqdm, line: &[u8]) -> Option<Event<'_>> {
+    tqdm.parse(line).or_else(|| match RunInference.parse(line) {
+        Some(Event::Progress(_) | Event::Running { .. }) | None => None,
+        header => header,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Discovery may hand over a log with the format it sniffed: configured, a format reads
+    /// its lines as the same format found by `auto` does (vLLM's `run_batch` frames under a
+    /// `Processing:` header, a tqdm log's headers).
+    #[test]
+    fn a_configured_format_reads_a_line_as_a_found_one_does() {
+        let frame = b"Running batch:  52% Completed | 21/40 [00:05<00:04,  3.99req/s]";
+        let mut configured = crate::parse::Parser::RunInference(RunInference);
+        let Some(Event::Progress(p)) = configured.parse(frame) else {
+            panic!("a work bar's frame under a configured run_inference");
+        };
+        assert_eq!((p.completed, p.planned), (Some(21), Some(40)));
+        let mut configured = crate::parse::Parser::Tqdm(Tqdm::default());
+        assert!(matches!(
+            configured.parse(b"Processing: B1 (SHORT)"),
+            Some(Event::Partition { name: "B1", .. })
+        ));
+    }
 
     #[test]
     fn a_banner_does_not_decide_and_loses_nothing() {

@@ -169,8 +169,10 @@ impl Parser {
     pub fn parse<'a>(&mut self, line: &'a [u8]) -> Option<Event<'a>> {
         match self {
             Parser::Auto(p) => p.parse(line),
-            Parser::RunInference(p) => p.parse(line),
-            Parser::Tqdm(p) => p.parse(line),
+            // A configured format reads a line as a found one does (discovery may hand over a
+            // log with the format it sniffed).
+            Parser::RunInference(_) => detect::run_inference_line(Tqdm::default(), line),
+            Parser::Tqdm(t) => detect::tqdm_line(*t, line),
             Parser::Regex(p) => p.parse(line),
             Parser::Server(p) => p.parse(line).map(|read| match read.line {
                 ServerLine::Unreadable => Event::Unparsed,

@@ -19,6 +19,7 @@ mod envelopes;
 mod exporter;
 mod faults;
 mod fleet;
+mod heal;
 mod history;
 mod http_habits;
 mod layout;

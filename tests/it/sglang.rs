@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
 
 /// The virtualenv `scripts/install-sglang-peer.sh` made.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     let venv = std::env::var_os("PULSE_SGLANG_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/pipeline-pulse/sglang-venv"));
@@ -30,6 +30,44 @@ fn venv() -> PathBuf {
     venv
 }
 
+/// `python -m sglang.launch_server`'s arguments after the program: what serves the tiny model
+/// on two cores.
+pub(crate) fn launch_args(model: &Path, port: u16) -> Vec<String> {
+    let model = path_str(model).to_owned();
+    [
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        &model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--device",
+        "cpu",
+        "--attention-backend",
+        "torch_native",
+        "--dtype",
+        "bfloat16",
+        "--enable-metrics",
+        "--log-level",
+        "info",
+        "--max-total-tokens",
+        "8192",
+        "--decode-log-interval",
+        "10",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// What SGLang needs on this machine, in its environment.
+pub(crate) const LAUNCH_ENV: [(&str, &str); 3] = [
+    ("SGLANG_USE_CPU_ENGINE", "1"),
+    ("TORCHINDUCTOR_COMPILE_THREADS", "1"),
+    ("HF_HUB_OFFLINE", "1"),
+];
+
 fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
     // Appended to, as a supervisor restarting it would.
     let log = std::fs::OpenOptions::new()
@@ -38,21 +76,8 @@ fn start_server(venv: &Path, model: &Path, run: &Path, port: u16) -> Group {
         .open(run.join("sglang.log"))
         .unwrap();
     let child = Command::new(venv.join("bin/python"))
-        .args(["-m", "sglang.launch_server", "--model-path"])
-        .arg(model)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--device", "cpu", "--attention-backend", "torch_native"])
-        .args([
-            "--dtype",
-            "bfloat16",
-            "--enable-metrics",
-            "--log-level",
-            "info",
-        ])
-        .args(["--max-total-tokens", "8192", "--decode-log-interval", "10"])
-        .env("SGLANG_USE_CPU_ENGINE", "1")
-        .env("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        .env("HF_HUB_OFFLINE", "1")
+        .args(launch_args(model, port))
+        .envs(LAUNCH_ENV)
         .current_dir(run)
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())

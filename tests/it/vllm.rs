@@ -31,7 +31,7 @@ fn watching(run: &Path, config: &Path) -> Sidecar {
 }
 
 /// The tests' tiny random model, made at `model` by the peer's `tiny_model.py`.
-fn tiny_model(python: &Path, model: &Path) {
+pub(crate) fn tiny_model(python: &Path, model: &Path) {
     let made = Command::new(python)
         .arg(Path::new(PEERS).join("tiny_model.py"))
         .arg(model)
@@ -45,7 +45,7 @@ fn tiny_model(python: &Path, model: &Path) {
 }
 
 /// The virtualenv `scripts/install-vllm-peer.sh` made.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     let venv = std::env::var_os("PULSE_VLLM_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/pipeline-pulse/vllm-venv"));
@@ -59,7 +59,7 @@ fn venv() -> PathBuf {
 
 /// `vllm serve`'s arguments: what serves on two cores in about a minute; few KV blocks, so
 /// that requests queue and are preempted.
-fn serve_args(model: &Path, port: u16) -> Vec<String> {
+pub(crate) fn serve_args(model: &Path, port: u16) -> Vec<String> {
     let model = path_str(model).to_owned();
     [
         "serve",
@@ -83,7 +83,7 @@ fn serve_args(model: &Path, port: u16) -> Vec<String> {
 }
 
 /// What `vllm serve` needs on this machine, in its environment.
-const SERVE_ENV: [(&str, &str); 3] = [
+pub(crate) const SERVE_ENV: [(&str, &str); 3] = [
     ("VLLM_CPU_KVCACHE_SPACE", "1"),
     ("VLLM_NO_USAGE_STATS", "1"),
     ("HF_HUB_OFFLINE", "1"),
@@ -555,217 +555,4 @@ fn vllm_offline_generate_and_run_batch_are_followed_as_drivers() {
             "{status}"
         );
     }
-}
-
-/// The page followed by the fix (docs/alerts.md#actions), on a real engine: vLLM under a
-/// supervisor that starts it again whenever it ends (a shell loop, as systemd's
-/// `Restart=always` would), a driver that retries what fails, as the seed's does. Its EngineCore
-/// stopped with SIGSTOP pages `ServerHung`; the action `deploy/actions/kill-engine.sh` ends the
-/// engine; the supervisor starts a new one; the run moves again and finishes with every record.
-/// The page says the action runs, `/-/engine` answers 503 while the engine is hung, and the
-/// RESOLVED email comes when the run moves, saying how long after the action. Prints the times
-/// from the hang to the page, to the action's end, to the run moving again.
-#[test]
-fn a_hung_vllm_is_restarted_by_an_action_and_the_run_finishes() {
-    let venv = venv();
-    let python = venv.join("bin/python");
-    let dir = temp_dir();
-    let run = dir.path().join("run");
-    let model = dir.path().join("tiny-model");
-    std::fs::create_dir_all(&run).unwrap();
-    tiny_model(&python, &model);
-    let port = free_port();
-    let supervisor = Group(
-        Command::new("bash")
-            .arg("-c")
-            .arg(r#"while [ ! -e stop ]; do "$0" "$@" >>vllm.log 2>&1; sleep 1; done"#)
-            .arg(venv.join("bin/vllm"))
-            .args(serve_args(&model, port))
-            .envs(SERVE_ENV)
-            .current_dir(&run)
-            .stdin(Stdio::null())
-            // Its own word when the action kills its child ("Killed") is not the test's.
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("start the supervisor of vllm serve"),
-    );
-    let serving = |what: &str| {
-        wait_until(what, Duration::from_secs(300), || {
-            try_http(([127, 0, 0, 1], port).into(), "GET", "/health", "")
-                .is_some_and(|(status, _)| status == 200)
-        })
-    };
-    serving("vllm serve to answer /health");
-    let first = child_titled(supervisor.0.id(), "serve").expect("vllm serve under its supervisor");
-    let core = child_titled(first, "EngineCore").expect("vllm serve has an EngineCore child");
-
-    // Four requests at a time, one after another: the engine is never idle when it stops, so
-    // its frozen gauges hold running requests (an idle engine stopped is not hung).
-    let prompts = 200;
-    let mut driver = batch_driver(
-        &python,
-        &run,
-        (port, &model),
-        [prompts, 4, 32],
-        &[("PULSE_RETRY", "1")],
-    );
-    let kill = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/actions/kill-engine.sh");
-    let config = dir.path().join("pulse.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "probe_interval = \"500ms\"\ndiscover_interval = \"1s\"\nalert_interval = \"1s\"\n\
-             smtp = \"file://{}\"\nemail_to = [\"oncall@example.com\"]\n\
-             [rules.ServerHung]\nthreshold = \"5s\"\n\
-             [[actions]]\nname = \"restart-vllm\"\non = [\"ServerHung\"]\ncommand = [{:?}]\ntimeout = \"60s\"\n",
-            path_str(&dir.path().join("mail")),
-            path_str(&kill)
-        ),
-    )
-    .unwrap();
-    // kill-engine.sh's SIGKILL comes 5 s after its SIGTERM (an engine stopped in a
-    // collective ignores SIGTERM), not 20: the action reads it from the sidecar's environment.
-    let sidecar = Sidecar::run_with_env(
-        &[
-            "--run-dir",
-            path_str(&run),
-            "--outputs",
-            &format!("{}/outputs/*.jsonl", path_str(&run)),
-            "--config",
-            path_str(&config),
-            "--gpu",
-            "off",
-        ],
-        &[("GRACE", Path::new("5"))],
-    );
-    poll("the server discovered", Duration::from_secs(60), || {
-        let s = get_json(sidecar.addr, "/status").unwrap_or_default();
-        let found = s["discovered"]["server"]["pid"] == first && s["server"]["up"] == true;
-        found.then_some(()).ok_or_else(|| {
-            format!(
-                "vllm serve is {first}; /status discovered {} server {}",
-                s["discovered"], s["server"]
-            )
-        })
-    });
-    // The records of `outputs/*.jsonl` are counted under their folder's name.
-    let records = |m: &Metrics| {
-        m.partition("pulse_output_records_total", "outputs")
-            .unwrap_or(0.0)
-    };
-    sidecar.wait_metrics("the run under way", |m| {
-        records(m) >= 12.0 && m.get("pulse_server_running_requests", "") > Some(0.0)
-    });
-    let engine = || try_http(sidecar.addr, "GET", "/-/engine", "").map(|(status, _)| status);
-    assert_eq!(engine(), Some(200));
-
-    let hung_at = std::time::Instant::now();
-    signal(core, libc::SIGSTOP);
-    let hung = "alert=\"ServerHung\",partition=\"\"";
-    let mut liveness_said_503 = false;
-    wait_until("ServerHung", Duration::from_secs(90), || {
-        let firing = sidecar.metrics().get("pulse_alert_firing", hung) == Some(1.0);
-        liveness_said_503 |= firing && engine() == Some(503);
-        firing
-    });
-    let paged = hung_at.elapsed();
-    let mut ran = serde_json::Value::Null;
-    wait_until("the action's run ended", Duration::from_secs(90), || {
-        let status = get_json(sidecar.addr, "/status").unwrap_or_default();
-        liveness_said_503 |= engine() == Some(503);
-        ran = status["actions"]
-            .as_array()
-            .and_then(|runs| runs.iter().find(|r| r["action"] == "restart-vllm"))
-            .cloned()
-            .unwrap_or_default();
-        ran["result"].as_str().is_some_and(|r| r != "running")
-    });
-    let acted = hung_at.elapsed();
-    assert!(
-        liveness_said_503,
-        "/-/engine answered 503 while the engine was hung"
-    );
-    assert_eq!(ran["result"], "ok", "{ran}");
-    assert_eq!(ran["exit_code"], 0, "{ran}");
-    assert!(
-        ran["output"]
-            .as_str()
-            .is_some_and(|o| o.contains(&format!("pid {first}"))),
-        "the action was told the engine's pid: {ran}"
-    );
-
-    // The supervisor's new engine, found by discovery; the driver's retries go through.
-    serving("the restarted vllm serve to answer /health");
-    wait_until("the new server discovered", Duration::from_secs(60), || {
-        get_json(sidecar.addr, "/status").is_some_and(|s| {
-            s["discovered"]["server"]["pid"]
-                .as_u64()
-                .is_some_and(|p| p != u64::from(first))
-                && s["server"]["up"] == true
-        })
-    });
-    let mail = dir.path().join("mail");
-    // The emails the `file://` channel wrote, their text decoded.
-    let told = |word: &str| {
-        std::fs::read_dir(&mail)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "eml"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .find(|m| smtp::subject(m).contains(&format!("{word} ServerHung")))
-            .map(|m| String::from_utf8(smtp::part(&m, "Content-Type: text/plain")).unwrap())
-    };
-    let mut resolved = None;
-    wait_until("ServerHung's RESOLVED", Duration::from_secs(300), || {
-        resolved = told("RESOLVED");
-        resolved.is_some()
-    });
-    let moved = hung_at.elapsed();
-    let resolved = resolved.unwrap();
-    let line = resolved
-        .lines()
-        .find(|l| l.contains("the run moved again"))
-        .unwrap_or_else(|| panic!("the RESOLVED says when the run moved:\n{resolved}"));
-    assert!(line.contains("after `restart-vllm`"), "{line}");
-    // The page says the action runs, or what it did where it ended within the 3 s a page
-    // waits for it.
-    let page = told("FIRING").expect("ServerHung's page");
-    assert!(
-        page.contains("running `restart-vllm`") || page.contains("ran `restart-vllm` (exit 0, "),
-        "{page}"
-    );
-
-    let status = poll("the driver to finish", Duration::from_secs(400), || {
-        driver.0.try_wait().unwrap().ok_or_else(String::new)
-    });
-    assert!(status.success(), "the driver finished its partition");
-    let m = sidecar.wait_metrics("every record", |m| records(m) == f64::from(prompts));
-    assert_eq!(
-        m.get(
-            "pulse_actions_total",
-            "action=\"restart-vllm\",result=\"ok\""
-        ),
-        Some(1.0),
-        "one restart: {}",
-        m.0
-    );
-    assert_eq!(engine(), Some(200));
-    let outputs = std::fs::read_to_string(run.join("outputs/B1.jsonl")).unwrap();
-    assert!(
-        outputs.lines().all(|l| !l.contains("\"error\"")),
-        "no error record: the driver retried"
-    );
-    eprintln!(
-        "healed: hang at 0 s, page at {:.1} s, the action ended at {:.1} s ({}), RESOLVED at {:.1} s: {}; the run done at {:.1} s",
-        paged.as_secs_f64(),
-        acted.as_secs_f64(),
-        ran["said"],
-        moved.as_secs_f64(),
-        line.trim(),
-        hung_at.elapsed().as_secs_f64()
-    );
-    std::fs::write(run.join("stop"), "").unwrap();
-    drop(supervisor);
 }
