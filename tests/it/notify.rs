@@ -8,23 +8,6 @@ use crate::common::*;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-/// A log whose partition made progress and then stopped two minutes ago.
-fn stalled_log(dir: &std::path::Path) -> std::path::PathBuf {
-    let log = dir.join("run.log");
-    std::fs::write(
-        &log,
-        "Processing: B1 (SHORT)\nB1: 1000 prompts\n  100/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=15m\n",
-    )
-    .unwrap();
-    std::fs::File::options()
-        .append(true)
-        .open(&log)
-        .unwrap()
-        .set_modified(SystemTime::now() - Duration::from_secs(120))
-        .unwrap();
-    log
-}
-
 fn resume(log: &std::path::Path) {
     append(
         log,

@@ -898,3 +898,20 @@ pub fn wait_figure(sidecar: &Sidecar, port: u16, ours: &str, theirs: &str, limit
         a.is_some() && b.is_some() && (a.unwrap() - b.unwrap()).abs() < 1e-9
     })
 }
+
+/// A log whose partition made progress and then stopped two minutes ago.
+pub fn stalled_log(dir: &Path) -> std::path::PathBuf {
+    let log = dir.join("run.log");
+    std::fs::write(
+        &log,
+        "Processing: B1 (SHORT)\nB1: 1000 prompts\n  100/1000 (0 err) 1.0 req/s avg_comp=200tok ETA=15m\n",
+    )
+    .unwrap();
+    std::fs::File::options()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(120))
+        .unwrap();
+    log
+}
