@@ -39,6 +39,14 @@ impl Run {
         self.discovered = Some(found);
     }
 
+    /// The node's role in the run as the evidence now says it (docs/many-nodes.md#roles): a
+    /// driver seen, a server tied to the run. A node with no run label has none to change.
+    pub fn set_role(&mut self, role: crate::run_identity::Role) {
+        if let Some(label) = &mut self.identity {
+            label.role = role;
+        }
+    }
+
     /// A read of `path` has not returned since `since`: the file system under it hangs.
     pub fn file_hung(&mut self, path: String, since: Seconds) {
         self.hung_files.insert(path, since);

@@ -87,6 +87,13 @@ impl Report {
                 }
             }
         }
+        // A card of nothing is no pass: a training job gating on the exit status must not
+        // go on because no output file was found or read.
+        if partitions.iter().all(|c| c.records == 0) {
+            problems.push(
+                "no output records were read: nothing to judge (give --outputs GLOB, or check that the run folder holds its output files)".to_owned(),
+            );
+        }
         Report {
             partitions,
             problems,
@@ -224,6 +231,15 @@ mod tests {
         assert!(report.render().contains("No threshold crossed."));
         let [p50, _, p99] = card.tokens.unwrap();
         assert!((256.0..=512.0).contains(&p50) && (256.0..=512.0).contains(&p99));
+    }
+
+    #[test]
+    fn a_card_of_nothing_is_no_pass() {
+        let report = Report::of(&Run::new(&[]), &Rules::default());
+        assert!(report.partitions.is_empty());
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].contains("no output records were read"));
+        assert!(!report.render().contains("No threshold crossed."));
     }
 
     #[test]

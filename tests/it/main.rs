@@ -37,6 +37,7 @@ mod sglang;
 mod slurm;
 mod stacks;
 mod status;
+mod strangers;
 mod tailer;
 mod tls;
 mod toolkit_flags;

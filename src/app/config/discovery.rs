@@ -22,7 +22,9 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
     if raw.server_logs.is_empty() {
         raw.server_logs = found.server_logs.iter().map(PathBuf::from).collect();
     }
-    let Some(server) = &found.server else {
+    // A guess (the only server on the node, nothing tying it to the run) is shown, never
+    // probed: its health is not the run's (docs/configuration.md, "Which server is the run's").
+    let Some(server) = found.server.as_ref().filter(|s| s.tied()) else {
         return;
     };
     if raw.role.is_none_or(Role::probes_server) && server.serves_http {

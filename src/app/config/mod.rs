@@ -367,7 +367,7 @@ impl RawConfig {
 
     /// The run this node belongs to and its part in it (docs/many-nodes.md): `None` on a
     /// node with no run name, no run folder and no progress log.
-    fn run_label(&self) -> Option<RunLabel> {
+    pub(crate) fn run_label(&self) -> Option<RunLabel> {
         let logs: Vec<PathBuf> = self.logs.iter().map(|l| l.path.clone()).collect();
         let run = run_identity::name(self.run_name.as_deref(), self.run_dir.as_deref(), &logs)?;
         let has_server = self.server_health_url.is_some()

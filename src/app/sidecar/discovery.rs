@@ -127,8 +127,8 @@ impl Discovery {
 
     /// A scan's finding as the run follows it. A driver no longer seen stays the one probed:
     /// its absence is what ProcessExited is for, not a reason to stop looking. The server is
-    /// [`next_server`]'s. The role is the start-up's until a driver is seen here: a node that
-    /// runs the driver is the driver's, and stays so once it exits (the seed's single node
+    /// [`next_server`]'s. The role is [`next_role`]'s: a node that runs the driver is the
+    /// driver's once it is seen here, and stays so once it exits (the seed's single node
     /// starts its SGLang first and the driver after; a sidecar started between them took the
     /// node for a server's and followed no progress log).
     fn followed_finding(&self, mut found: Discovered) -> Discovered {
@@ -143,7 +143,7 @@ impl Discovery {
             driver_in_scan,
             driver_seen,
         );
-        found.role = next_role(self.found.role, driver_seen);
+        found.role = next_role(self.found.role, found.role, driver_seen);
         found
     }
 
@@ -171,15 +171,25 @@ impl Discovery {
             Ok(inputs) => followed.hand_over(inputs, additions),
             Err(e) => tracing::warn!("discovery found inputs that are not valid: {e}"),
         }
-        run.locked().set_discovered(self.found.clone());
+        // The role follows the evidence as it arrives, as start-up read it from what it had.
+        let label = self.merged().run_label();
+        let mut run = run.locked();
+        run.set_discovered(self.found.clone());
+        if let Some(label) = label {
+            run.set_role(label.role);
+        }
     }
 
-    /// What to follow and probe now: the keys given, and what the last scan found for the
-    /// others, for the collectors switched on.
-    fn inputs(&self) -> Result<Inputs, crate::app::config::ConfigError> {
+    /// The keys given, and what the last scan found for the others.
+    fn merged(&self) -> RawConfig {
         let mut merged = self.explicit.clone();
         apply(&self.found, &mut merged);
-        merged.inputs(self.collectors)
+        merged
+    }
+
+    /// What to follow and probe now, for the collectors switched on.
+    fn inputs(&self) -> Result<Inputs, crate::app::config::ConfigError> {
+        self.merged().inputs(self.collectors)
     }
 }
 
@@ -209,12 +219,13 @@ fn next_server(
     }
 }
 
-/// The node's role after a scan: the driver's once a driver was seen on it, else as it was.
-fn next_role(old: Option<Role>, driver_seen: bool) -> Option<Role> {
+/// The node's role after a scan: the driver's once a driver was seen on it, else as it was,
+/// else what this scan's evidence says (a server tied to the run, a worker's command line).
+fn next_role(old: Option<Role>, new: Option<Role>, driver_seen: bool) -> Option<Role> {
     if driver_seen {
         Some(Role::Driver)
     } else {
-        old
+        old.or(new)
     }
 }
 
@@ -267,10 +278,25 @@ mod tests {
 
     #[test]
     fn a_node_that_runs_the_driver_is_the_drivers_once_it_is_seen_and_stays_so() {
-        assert_eq!(next_role(Some(Role::Server), false), Some(Role::Server));
-        assert_eq!(next_role(Some(Role::Server), true), Some(Role::Driver));
-        assert_eq!(next_role(None, true), Some(Role::Driver));
-        assert_eq!(next_role(Some(Role::Worker), false), Some(Role::Worker));
+        assert_eq!(
+            next_role(Some(Role::Server), None, false),
+            Some(Role::Server)
+        );
+        assert_eq!(
+            next_role(Some(Role::Server), Some(Role::Server), true),
+            Some(Role::Driver)
+        );
+        assert_eq!(next_role(None, None, true), Some(Role::Driver));
+        assert_eq!(
+            next_role(Some(Role::Worker), Some(Role::Server), false),
+            Some(Role::Worker)
+        );
+        // A server tied to the run found after start-up says the role then.
+        assert_eq!(
+            next_role(None, Some(Role::Server), false),
+            Some(Role::Server)
+        );
+        assert_eq!(next_role(None, None, false), None);
     }
 
     fn server(pid: u32, by: &str) -> DiscoveredServer {

@@ -243,6 +243,10 @@ impl Engine {
             self.saved.runs_started = run.runs_started();
         }
         self.saved.history.record(&run, now);
+        // Alerts carry the node's role as the evidence now says it (docs/many-nodes.md#roles).
+        if let Some(label) = run.identity() {
+            self.config.context.run = Some(label.clone());
+        }
         let stacks = self.view.get().stacks.clone();
         let conditions = rules::evaluate(
             &run,

@@ -170,6 +170,10 @@ pub fn describe(found: &Discovered) -> Vec<String> {
         None => lines.push("no driver process has a progress log open for writing".into()),
     }
     match &found.server {
+        Some(s) if !s.tied() => lines.push(format!(
+            "{} server pid {} (by {}): a guess, shown only; not probed, and it says nothing of this node's role",
+            s.engine, s.pid, s.by
+        )),
         Some(s) if !s.serves_http => lines.push(format!(
             "{} server pid {} (by {}): a rank that serves no HTTP, not probed",
             s.engine, s.pid, s.by

@@ -288,32 +288,56 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         .map(|pid| sockets::reached(sockets, &sockets_of(pid)))
         .unwrap_or_default();
     let connected = |p: &Proc| !reached.is_disjoint(&sockets_of(p.pid));
+    // A server whose sockets are not ours to read (another user's, or in a container with
+    // the node's network) is still known by the port its command line gives it.
+    let ports = driver
+        .map(|pid| sockets::local_ports_reached(sockets, &sockets_of(pid)))
+        .unwrap_or_default();
+    let at_its_port =
+        |p: &Proc| engine(&p.args).is_some_and(|engine| ports.contains(&port(&p.args, engine)));
     let in_folder =
         |p: &Proc| tied(p, run_dir) || stdout_file(p.pid).is_some_and(|f| f.starts_with(run_dir));
     let ray_worker = procs.iter().any(|p| ray_worker(&p.args));
     let pick = |by: &dyn Fn(&Proc) -> bool| -> Vec<(&Proc, &'static str)> {
         launchers.iter().filter(|(p, _)| by(p)).copied().collect()
     };
-    let (chosen, chosen_by) = match (pick(&connected), pick(&in_folder), launchers.as_slice()) {
-        (c, _, _) if !c.is_empty() => (c[0], "the driver's connection to it".to_owned()),
-        (_, t, _) if !t.is_empty() => (t[0], format!("the run folder {}", run_dir.display())),
-        (_, _, [only]) => match only_one(only, run_dir, driver, sockets, &sockets_of) {
-            Ok(by) => (*only, by),
-            Err(note) => {
-                return Found {
-                    note: Some(note),
-                    role: ray_worker.then_some(Role::Worker),
-                    server: None,
-                }
-            }
-        },
-        (_, _, []) => {
+    let (connected, at_its_port, in_folder) =
+        (pick(&connected), pick(&at_its_port), pick(&in_folder));
+    let (chosen, chosen_by) = match (
+        connected.as_slice(),
+        at_its_port.as_slice(),
+        in_folder.as_slice(),
+        launchers.as_slice(),
+    ) {
+        ([first, ..], _, _, _) => (*first, "the driver's connection to it".to_owned()),
+        (_, [one], _, _) => (
+            *one,
+            format!(
+                "the driver's connection to its port {}",
+                port(&one.0.args, one.1)
+            ),
+        ),
+        (_, _, [first, ..], _) => (*first, format!("the run folder {}", run_dir.display())),
+        // A guess is shown as one and changes nothing: not the node's role, not what is
+        // followed or probed (docs/configuration.md, "Which server is the run's").
+        (_, _, _, [only]) => {
+            let (server, note) = match only_one(only, run_dir, driver, sockets, &sockets_of) {
+                Ok(by) => (Some(described_server(procs, only.0, only.1, by)), None),
+                Err(note) => (None, Some(note)),
+            };
+            return Found {
+                note,
+                role: ray_worker.then_some(Role::Worker),
+                server,
+            };
+        }
+        (_, _, _, []) => {
             return Found {
                 role: ray_worker.then_some(Role::Worker),
                 ..Found::default()
             }
         }
-        (_, _, several) => {
+        (_, _, _, several) => {
             let seen: Vec<String> = several
                 .iter()
                 .map(|(p, engine)| format!("pid {} ({engine}: {})", p.pid, p.command()))
@@ -385,24 +409,9 @@ fn described_server(
     engine: &'static str,
     by: String,
 ) -> DiscoveredServer {
-    let value = |flag: &str| {
-        let eq = format!("{flag}=");
-        p.args.iter().enumerate().find_map(|(i, a)| {
-            if a == flag {
-                p.args.get(i + 1).cloned()
-            } else {
-                a.strip_prefix(&eq).map(str::to_owned)
-            }
-        })
-    };
-    let (default_port, metrics_always) = match engine {
-        "sglang" => (30000, false),
-        _ => (8000, true),
-    };
-    let port = value("--port")
-        .and_then(|p| p.parse::<u16>().ok())
-        .filter(|p| *p != 0)
-        .unwrap_or(default_port);
+    let value = |flag: &str| flag_value(&p.args, flag);
+    let metrics_always = engine != "sglang";
+    let port = port(&p.args, engine);
     let host = match value("--host").as_deref() {
         // Listening everywhere (vLLM's default) includes the loopback.
         None | Some("" | "0.0.0.0" | "::" | "[::]") => "127.0.0.1".to_owned(),
@@ -426,6 +435,27 @@ fn described_server(
         by,
         serves_http: rank.unwrap_or(0) == 0 && !headless,
     }
+}
+
+/// The port a server's command line gives it (`--port N`, `--port=N`), else its engine's
+/// default: SGLang's 30000, vLLM's 8000.
+fn port(args: &[String], engine: &str) -> u16 {
+    flag_value(args, "--port")
+        .and_then(|p| p.parse::<u16>().ok())
+        .filter(|p| *p != 0)
+        .unwrap_or(if engine == "sglang" { 30000 } else { 8000 })
+}
+
+/// The value of `--flag V` or `--flag=V`.
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    let eq = format!("{flag}=");
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == flag {
+            args.get(i + 1).cloned()
+        } else {
+            a.strip_prefix(&eq).map(str::to_owned)
+        }
+    })
 }
 
 /// Every process below `pid`, nearest first.
@@ -646,7 +676,18 @@ mod tests {
 
     #[test]
     fn a_rank_above_0_or_a_ray_worker_makes_the_node_a_worker() {
-        let role = |procs: &[Proc]| server(procs, Path::new("/run"), None, &[]).role;
+        // Servers started in the run folder: tied to the run, so they say the node's role.
+        let role = |procs: &[Proc]| {
+            let procs: Vec<Proc> = procs
+                .iter()
+                .cloned()
+                .map(|mut p| {
+                    p.cwd = Some("/run".into());
+                    p
+                })
+                .collect();
+            server(&procs, Path::new("/run"), None, &[]).role
+        };
         let line = "python3 -m sglang.launch_server --model-path m --nnodes 2 --dist-init-addr 10.0.0.1:5000";
         assert_eq!(
             role(&[proc(7, &format!("{line} --node-rank 1"))]),
@@ -672,6 +713,17 @@ mod tests {
         );
         assert_eq!(role(&[proc(9, "ray start --head --port=6379")]), None);
         assert!(!only(&format!("{line} --node-rank 1")).serves_http);
+    }
+
+    #[test]
+    fn a_guessed_server_says_nothing_of_the_nodes_role() {
+        let line = "python3 -m sglang.launch_server --model-path m";
+        for line in [line.to_owned(), format!("{line} --node-rank 1")] {
+            let found = server(&[proc(7, &line)], Path::new("/run"), None, &[]);
+            let s = found.server.expect("shown as a guess");
+            assert!(!s.tied(), "{}", s.by);
+            assert_eq!(found.role, None, "a guess made the node's role: {line}");
+        }
     }
 
     /// A socket table where the driver (pid 20, socket 200) is connected to the listener of
@@ -767,11 +819,21 @@ mod tests {
             listener.clone(),
             socket(200, ("127.0.0.1", 40000), ("127.0.0.1", 30000), 0x01),
         ];
-        let s = found(&[vllm.clone(), driver.clone()], &outward)
-            .server
-            .unwrap();
+        let guessed = found(&[vllm.clone(), driver.clone()], &outward);
+        let s = guessed.server.unwrap();
         assert!(!s.tied(), "{}", s.by);
         assert!(s.by.contains("talks to a local port"), "{}", s.by);
+        assert_eq!(guessed.role, None, "a guess says nothing of the role");
+        // The same driver talking to the port the server's command line gives it, whose
+        // sockets are not ours to read (another user's): tied by that port.
+        let mut unreadable = vllm.clone();
+        unreadable.files = None;
+        let at_port = [socket(200, ("127.0.0.1", 40000), ("127.0.0.1", 8000), 0x01)];
+        let tied = found(&[unreadable, driver.clone()], &at_port);
+        let s = tied.server.unwrap();
+        assert!(s.tied(), "{}", s.by);
+        assert_eq!(s.by, "the driver's connection to its port 8000");
+        assert_eq!(tied.role, Some(Role::Server));
         // Without a driver yet, the only server is taken as such.
         let s = server(&[vllm], Path::new("/run"), None, &outward)
             .server

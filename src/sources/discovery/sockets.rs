@@ -119,17 +119,27 @@ pub fn reached(sockets: &[Socket], from: &BTreeSet<u64>) -> BTreeSet<u64> {
 /// store, vLLM's EngineCore beside an offline driver) are not: such a driver runs its engine
 /// in-process and has no server.
 pub fn talks_out(sockets: &[Socket], from: &BTreeSet<u64>) -> bool {
+    !local_ports_reached(sockets, from).is_empty()
+}
+
+/// The ports of this node that a process family (its socket inodes, `from`) is connected to
+/// as a client: what [`talks_out`] counts, by port. The listener may be a process whose
+/// sockets are not ours to read.
+pub fn local_ports_reached(sockets: &[Socket], from: &BTreeSet<u64>) -> BTreeSet<u16> {
     let own_ports: BTreeSet<u16> = sockets
         .iter()
         .filter(|s| s.state == LISTEN && from.contains(&s.inode))
         .map(|s| s.local.1)
         .collect();
     let ours = local_addresses(sockets);
-    established(sockets, from).any(|c| {
-        (c.remote.0.is_loopback() || ours.contains(&c.remote.0))
-            && !own_ports.contains(&c.remote.1)
-            && !own_ports.contains(&c.local.1)
-    })
+    established(sockets, from)
+        .filter(|c| {
+            (c.remote.0.is_loopback() || ours.contains(&c.remote.0))
+                && !own_ports.contains(&c.remote.1)
+                && !own_ports.contains(&c.local.1)
+        })
+        .map(|c| c.remote.1)
+        .collect()
 }
 
 /// The addresses some socket here is bound to: this node's own.
