@@ -120,15 +120,6 @@ impl Run {
                 }))
     }
 
-    /// Whether the server probed is discovery's guess (the only one on the node), not one
-    /// tied to the run: it is shown, said to be a guess, and never paged about.
-    pub fn server_guessed(&self) -> bool {
-        self.discovered
-            .as_ref()
-            .and_then(|d| d.server.as_ref())
-            .is_some_and(|s| !s.tied())
-    }
-
     /// Whether the run is finished, whether or not its driver still runs (writing a summary,
     /// uploading, a notebook kernel): every partition it knows reached its plan, or its log
     /// says the run is complete. A partition that begins after makes it unfinished again.

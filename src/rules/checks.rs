@@ -120,7 +120,7 @@ pub(super) fn log_silent(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 
 pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
     let (run, threshold) = (j.run, rule.threshold);
-    if run.server_guessed() || run.server_starting(j.now) {
+    if run.server_starting(j.now) {
         return Vec::new();
     }
     let figures = run.server_figures();
@@ -182,7 +182,6 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let dead = j.run.engine_dead();
     if (server.up != Some(false) && dead.is_none())
         || j.run.finished(&j.views)
-        || j.run.server_guessed()
         || j.run.server_starting(j.now)
     {
         return Vec::new();

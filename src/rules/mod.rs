@@ -2,6 +2,8 @@
 
 mod alert_name;
 mod checks;
+#[cfg(test)]
+mod claims;
 mod stall;
 mod table;
 

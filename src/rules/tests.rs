@@ -111,7 +111,8 @@ fn stall_causes_from_the_evidence() {
     let c = eval(&run, stalled_at);
     assert!(alerts(&c).contains(&(AlertName::ServerDown, None)));
     assert!(c.iter().any(|c| c.summary.contains("server down")));
-    // The same server, when it is only discovery's guess, is never paged about.
+    // A server given in the config is evidence, whatever discovery guesses beside it (a
+    // guess is never probed: it has no health to fail).
     *run.discovered_mut() = Some(crate::model::Discovered {
         server: Some(crate::model::DiscoveredServer {
             pid: 7,
@@ -124,6 +125,8 @@ fn stall_causes_from_the_evidence() {
         }),
         ..Default::default()
     });
+    assert!(alerts(&eval(&run, stalled_at)).contains(&(AlertName::ServerDown, None)));
+    *run.server_mut() = None;
     assert!(!alerts(&eval(&run, stalled_at)).contains(&(AlertName::ServerDown, None)));
 
     let mut run = active_run();

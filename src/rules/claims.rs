@@ -1,0 +1,149 @@
+//! Each statement the product makes holds only on its evidence (docs/claims.md): runs built at
+//! random through the model's own updates, with the evidence a statement needs left out, never
+//! produce it.
+
+use super::*;
+use crate::model::{Discovered, DiscoveredServer, ProcessState, ONLY_ONE};
+use crate::parse::{Parser, RunInference};
+use crate::sinks::status::Status;
+use proptest::prelude::*;
+
+const T0: Seconds = 1_780_000_000.0;
+
+/// One partition as its log says it: (planned, completed, seconds between reports).
+type Shape = (u64, u64, u16);
+
+fn partitions() -> impl Strategy<Value = Vec<Shape>> {
+    prop::collection::vec((1u64..500, 0u64..600, 1u16..900), 1..4)
+}
+
+/// A run fed its progress lines as the driver printed them, one partition after the other.
+fn run_of(shapes: &[Shape], complete_said: bool) -> (Run, Seconds) {
+    let mut run = Run::new(&["log".into()]);
+    let mut parser = Parser::RunInference(RunInference);
+    let mut at = T0;
+    let mut feed = |run: &mut Run, line: String, at: Seconds| {
+        run.ingest(0, line.as_bytes(), parser.parse(line.as_bytes()), at);
+    };
+    for (i, (planned, completed, gap)) in shapes.iter().enumerate() {
+        feed(&mut run, format!("Processing: P{i} (SHORT)"), at);
+        feed(&mut run, format!("P{i}: {planned} prompts"), at);
+        let completed = (*completed).min(*planned);
+        for done in [completed / 2, completed] {
+            at += f64::from(*gap);
+            feed(
+                &mut run,
+                format!("  {done}/{planned} (0 err) 1.0 req/s avg_comp=300tok ETA=1m"),
+                at,
+            );
+        }
+    }
+    if complete_said {
+        feed(&mut run, "All partitions complete.".into(), at);
+    }
+    (run, at)
+}
+
+fn guess() -> Discovered {
+    Discovered {
+        server: Some(DiscoveredServer {
+            pid: 7,
+            engine: "vllm".into(),
+            command: "vllm serve m".into(),
+            health_url: "http://127.0.0.1:8000/health".into(),
+            by: format!("{ONLY_ONE} (no driver found yet)"),
+            serves_http: true,
+            ..DiscoveredServer::default()
+        }),
+        ..Discovered::default()
+    }
+}
+
+/// What a stall's summary says of a server: a cause only its figures, health or log give.
+const SERVER_CAUSES: &[&str] = &[
+    "server down",
+    "server hung",
+    "server crashed",
+    "server busy",
+    "server idle",
+    "server asleep",
+    "requests lost",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// No server probed, configured or tied (at most discovery's guess shown): nothing is said
+    /// of a server, however long the run waits and whatever its driver does.
+    #[test]
+    fn no_server_evidence_no_server_claim(
+        shapes in partitions(),
+        guessed in any::<bool>(),
+        driver in prop::option::of(any::<bool>()),
+        later in 0u32..7200,
+    ) {
+        let (mut run, last) = run_of(&shapes, false);
+        if guessed {
+            run.set_discovered(guess());
+        }
+        if let Some(up) = driver {
+            run.process_seen(Some(42), T0);
+            if !up {
+                run.process_seen(None, last);
+            }
+        }
+        let now = last + f64::from(later);
+        for c in evaluate(&run, None, &Rules::default(), &History::default(), now) {
+            prop_assert!(
+                !matches!(c.alert, AlertName::ServerDown | AlertName::ServerHung),
+                "{:?} without a server: {}", c.alert, c.summary
+            );
+            for cause in SERVER_CAUSES {
+                prop_assert!(!c.summary.contains(cause), "{}", c.summary);
+            }
+        }
+        let status = Status::from_run(&run, &Default::default(), "node", now);
+        prop_assert!(status.server.is_none());
+    }
+
+    /// "all N partitions done" (`RunFinished`) only where every partition reached its plan, or
+    /// the driver's log said the run is complete.
+    #[test]
+    fn all_done_only_when_each_partition_is(
+        shapes in partitions(),
+        complete_said in any::<bool>(),
+        later in 0u32..7200,
+    ) {
+        let (run, last) = run_of(&shapes, complete_said);
+        let now = last + f64::from(later);
+        let each_done = shapes.iter().all(|(planned, completed, _)| completed >= planned);
+        for c in evaluate(&run, None, &Rules::default(), &History::default(), now) {
+            if c.alert == AlertName::RunFinished {
+                prop_assert!(each_done || complete_said, "{} for {shapes:?}", c.summary);
+            }
+        }
+    }
+
+    /// `ProcessExited` only for a driver the sidecar watches and does not find now.
+    #[test]
+    fn process_exited_only_for_a_driver_not_found(
+        shapes in partitions(),
+        driver in prop::option::of(any::<bool>()),
+        later in 0u32..7200,
+    ) {
+        let (mut run, last) = run_of(&shapes, false);
+        if let Some(up) = driver {
+            run.process_seen(Some(42), T0);
+            if !up {
+                run.process_seen(None, last);
+            }
+        }
+        let now = last + f64::from(later);
+        let gone = run.process().as_ref().is_some_and(|p: &ProcessState| !p.up);
+        for c in evaluate(&run, None, &Rules::default(), &History::default(), now) {
+            if c.alert == AlertName::ProcessExited {
+                prop_assert!(gone, "{}", c.summary);
+            }
+        }
+    }
+}
