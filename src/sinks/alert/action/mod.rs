@@ -13,7 +13,7 @@ pub mod runner;
 pub use facts::{facts, Facts};
 
 use super::lifecycle::{Kind, Notification};
-use crate::rules::{AlertName, Condition};
+use crate::rules::{AlertName, Cause, Condition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,8 +24,9 @@ pub struct Action {
     /// How logs, metrics and notifications name it: `name`, else the command's file name.
     pub name: String,
     pub on: Vec<AlertName>,
-    /// Runs only where the alert's summary (its likely cause) holds this, any case.
-    pub cause: Option<String>,
+    /// Runs only for an alert whose likely cause is one of these (any alert where empty): by
+    /// its id, never by the summary's words, so rewording a summary disarms no action.
+    pub cause: Vec<Cause>,
     /// The program (an absolute path) and its arguments; no shell.
     pub command: Vec<String>,
     pub timeout: Duration,
@@ -41,12 +42,7 @@ impl Action {
     /// Whether this alert instance is one the action is for.
     pub fn matches(&self, condition: &Condition) -> bool {
         self.on.contains(&condition.alert)
-            && self.cause.as_ref().is_none_or(|cause| {
-                condition
-                    .summary
-                    .to_lowercase()
-                    .contains(&cause.to_lowercase())
-            })
+            && (self.cause.is_empty() || condition.cause.is_some_and(|c| self.cause.contains(&c)))
     }
 }
 

@@ -8,7 +8,7 @@ pub(crate) fn action(name: &str, on: &[AlertName]) -> Action {
     Action {
         name: name.into(),
         on: on.to_vec(),
-        cause: None,
+        cause: Vec::new(),
         command: vec!["/bin/true".into()],
         timeout: Duration::from_secs(60),
         max_runs: 1,
@@ -18,7 +18,7 @@ pub(crate) fn action(name: &str, on: &[AlertName]) -> Action {
 }
 
 fn hung() -> Condition {
-    let mut c = Condition::holding(AlertName::ServerHung, None);
+    let mut c = Condition::holding(AlertName::ServerHung, None).caused(Cause::ServerHung);
     c.summary = "no tokens for 5m (server hung)".into();
     c
 }
@@ -37,11 +37,34 @@ fn an_action_matches_its_alerts_and_its_cause() {
     let mut a = action("restart", &[AlertName::ServerHung, AlertName::Stalled]);
     assert!(a.matches(&hung()));
     assert!(!a.matches(&Condition::holding(AlertName::ServerDown, None)));
-    a.cause = Some("Server Hung".into());
+    a.cause = vec![Cause::ServerHung, Cause::ServerCrashed];
     assert!(a.matches(&hung()));
-    let mut stalled = Condition::holding(AlertName::Stalled, Some("B1"));
-    stalled.summary = "no progress for 14m (server idle, client waiting)".into();
-    assert!(!a.matches(&stalled));
+    let stalled = |cause: Cause, summary: &str| {
+        let mut c = Condition::holding(AlertName::Stalled, Some("B1")).caused(cause);
+        c.summary = summary.into();
+        c
+    };
+    assert!(a.matches(&stalled(Cause::ServerCrashed, "no progress for 14m")));
+    assert!(!a.matches(&stalled(
+        Cause::ServerIdleClientWaiting,
+        "no progress for 14m (server idle, client waiting)"
+    )));
+    // An alert that names no cause is not one an action for a cause runs for.
+    assert!(!a.matches(&Condition::holding(AlertName::Stalled, Some("B1"))));
+}
+
+/// The cause is the condition's, not words of its summary: a summary reworded (or naming
+/// another cause in passing) neither disarms an action nor arms one.
+#[test]
+fn an_action_matches_the_cause_not_the_summarys_words() {
+    let mut a = action("restart", &[AlertName::Stalled]);
+    a.cause = vec![Cause::ServerHung];
+    let mut reworded = Condition::holding(AlertName::Stalled, Some("B1")).caused(Cause::ServerHung);
+    reworded.summary = "no progress for 14m (the engine is wedged)".into();
+    assert!(a.matches(&reworded));
+    let mut said = Condition::holding(AlertName::Stalled, Some("B1")).caused(Cause::DriverIdle);
+    said.summary = "no progress for 14m (server hung? no: driver idle)".into();
+    assert!(!a.matches(&said));
 }
 
 #[test]
