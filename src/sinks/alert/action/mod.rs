@@ -114,6 +114,10 @@ struct HeldResolution {
     condition: Condition,
     since: f64,
     lasted: f64,
+    /// When the episode began (`lasted` before the hold): told late, it lasted until the run
+    /// moved, or until it is told, as its line says. Absent in a ledger from before.
+    #[serde(default)]
+    began: Option<f64>,
     action: String,
     /// When the action ended; `None` while it runs.
     ended: Option<f64>,
@@ -262,6 +266,7 @@ impl Ledger {
                     condition: n.condition,
                     since: n.since,
                     lasted,
+                    began: Some(now - lasted),
                     action,
                     ended,
                     until: now + RESOLUTION_WAITS_AT_MOST,
@@ -288,23 +293,35 @@ impl Ledger {
                 .partition(|h| moved(h).is_some() || now >= h.until);
         self.held = still;
         for h in out {
-            let line = match moved(&h) {
-                Some((ended, work)) => format!(
-                    "the run moved again {} after `{}`",
-                    seconds(work - ended),
-                    h.action
+            let (line, until) = match moved(&h) {
+                Some((ended, work)) => (
+                    format!(
+                        "the run moved again {} after `{}`",
+                        seconds(work - ended),
+                        h.action
+                    ),
+                    work,
                 ),
-                None => format!(
-                    "the run has not moved in the {} after `{}`",
-                    seconds(RESOLUTION_WAITS_AT_MOST),
-                    h.action
+                None => (
+                    format!(
+                        "the run has not moved in the {} after `{}`",
+                        seconds(RESOLUTION_WAITS_AT_MOST),
+                        h.action
+                    ),
+                    now,
                 ),
             };
+            // The subject's "lasted" counts to what the line says ended it, not to when the
+            // condition stopped holding: an engine its action killed stops being hung long
+            // before the run moves, and "lasted 2s" over "moved again 6 s after" reads false.
+            let lasted = h
+                .began
+                .map_or(h.lasted, |began| (until - began).max(h.lasted));
             let mut condition = h.condition;
             condition.summary = format!("{}; {line}", condition.summary);
             condition.details = format!("{}\nAction: {line}.", condition.details);
             notifications.push(Notification {
-                kind: Kind::Resolved { lasted: h.lasted },
+                kind: Kind::Resolved { lasted },
                 condition,
                 since: h.since,
             });

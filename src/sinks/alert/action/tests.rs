@@ -271,7 +271,13 @@ fn a_resolution_waits_for_the_run_to_move_after_the_action() {
     // The run's first work after the action ended lets it out, saying when.
     let told = round(&mut ledger, Vec::new(), 168.0, 170.0);
     assert_eq!(told.len(), 1, "{told:?}");
-    assert_eq!(told[0].kind, Kind::Resolved { lasted: 5.0 });
+    // It lasted until the run moved (168 s), as its line says, not until the condition
+    // stopped holding while the action ran (105 s): the subject says what the body does.
+    assert_eq!(told[0].kind, Kind::Resolved { lasted: 68.0 });
+    assert_eq!(
+        crate::sinks::alert::email::subject(&told, "node"),
+        "[pulse] RESOLVED ServerHung on node, lasted 1m"
+    );
     assert!(
         told[0]
             .condition
@@ -306,4 +312,38 @@ fn a_resolution_waits_for_the_run_to_move_after_the_action() {
                 .ends_with("; the run has not moved in the 15 min after `restart`"),
         "{told:?}"
     );
+    // Not moved: it lasts until it is told, not until its condition ended.
+    assert_eq!(
+        told[0].kind,
+        Kind::Resolved {
+            lasted: late - 100.0
+        }
+    );
+}
+
+/// A resolution held by a sidecar from before the hold kept when its episode began is told
+/// with the duration it was held with.
+#[test]
+fn a_resolution_held_before_its_beginning_was_kept_says_what_it_held() {
+    let c = hung();
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    ledger.end(
+        "restart",
+        &c.key(),
+        100.0,
+        "ran `restart` (exit 0, 8 s)",
+        108.0,
+    );
+    let mut told = vec![Notification {
+        kind: Kind::Resolved { lasted: 5.0 },
+        condition: c.clone(),
+        since: 100.0,
+    }];
+    ledger.hold_resolutions(&mut told, 105.0);
+    let mut json = serde_json::to_value(&ledger).unwrap();
+    json["held"][0].as_object_mut().unwrap().remove("began");
+    let mut ledger: Ledger = serde_json::from_value(json).unwrap();
+    ledger.release_resolutions(&mut told, Some(168.0), 170.0);
+    assert_eq!(told[0].kind, Kind::Resolved { lasted: 5.0 });
 }
