@@ -1,6 +1,6 @@
 //! The alerts' names, and a condition: one alert holding for one partition (or the run) now.
 
-use super::{Rule, Severity, TABLE};
+use super::{Cause, Rule, Severity, TABLE};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -111,6 +111,10 @@ pub struct Condition {
     pub summary: String,
     /// The reasoning, for the body.
     pub details: String,
+    /// The likely cause the summary names, for what acts on it: an action matches this, never
+    /// the summary's words, which may be reworded (docs/alerts.md#actions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
     /// When the episode began, where that is before the condition held: a stall's last
     /// evidence of work, so that a RESOLVED "lasted" counts what the FIRING "for" counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +130,7 @@ impl Condition {
             partition: partition.map(str::to_owned),
             summary: format!("{alert} holds"),
             details: String::new(),
+            cause: None,
             began_at: None,
         }
     }
@@ -135,6 +140,12 @@ impl Condition {
     /// The condition of an episode that began at `t`, before it held.
     pub fn began(mut self, t: f64) -> Condition {
         self.began_at = Some(t);
+        self
+    }
+
+    /// The condition whose likely cause is `cause`.
+    pub fn caused(mut self, cause: Cause) -> Condition {
+        self.cause = Some(cause);
         self
     }
 

@@ -3,7 +3,7 @@
 //! conditions that hold out.
 
 use super::stall::{judge_stall, stall_cause, Stall};
-use super::{AlertName, Condition, History, RuleConfig, Rules, RATE_WINDOW};
+use super::{AlertName, Cause, Condition, History, RuleConfig, Rules, RATE_WINDOW};
 use crate::human::human;
 use crate::model::stacks::Captures;
 use crate::model::{OutputStats, PartitionView, RecentCounts, Run, Seconds};
@@ -35,6 +35,7 @@ fn condition(
         partition: partition.map(str::to_owned),
         summary,
         details,
+        cause: None,
         began_at: None,
     }
 }
@@ -56,15 +57,16 @@ pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
                 Some(condition(
                     AlertName::Stalled,
                     Some(v.name),
-                    format!("no progress for {} ({cause})", human(seconds)),
+                    format!("no progress for {} ({})", human(seconds), cause.label()),
                     format!(
-                        "{} has shown no evidence of work (no progress line, no output written{}) for {} (threshold {}). Likely cause: {cause}. {why}",
+                        "{} has shown no evidence of work (no progress line, no output written{}) for {} (threshold {}). Likely cause: {}. {why}",
                         v.name,
                         if v.log.is_some_and(|p| p.last_progress_at.is_none()) { ", the server not generating" } else { "" },
                         human(seconds),
-                        human(threshold)
+                        human(threshold),
+                        cause.label()
                     ),
-                ).began(now - seconds))
+                ).began(now - seconds).caused(cause))
             }
             Stall::LogSilent { .. } => None,
         })
@@ -77,23 +79,26 @@ pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .filter(|s| *s > stall_after)
     {
         let (cause, why) = match stall_cause(run, j.stacks, now - seconds, now) {
-            ("process gone", why) => ("driver gone", why),
-            (cause @ ("server down" | "driver deadlocked" | "driver stopped"), why) => (cause, why),
+            found @ (
+                Cause::DriverGone | Cause::ServerDown | Cause::DriverDeadlocked | Cause::DriverStopped,
+                _,
+            ) => found,
             _ => (
-                "driver idle between partitions",
+                Cause::DriverIdleBetweenPartitions,
                 "No partition is active and none has started, although work is left (partitions below their plan, or the driver still running).".to_owned(),
             ),
         };
         out.push(condition(
             AlertName::Stalled,
             None,
-            format!("no work for {} ({cause})", human(seconds)),
+            format!("no work for {} ({})", human(seconds), cause.label()),
             format!(
-                "The run is unfinished but nothing has shown work for {} (threshold {}). Likely cause: {cause}. {why}",
+                "The run is unfinished but nothing has shown work for {} (threshold {}). Likely cause: {}. {why}",
                 human(seconds),
-                human(stall_after)
+                human(stall_after),
+                cause.label()
             ),
-        ).began(now - seconds));
+        ).began(now - seconds).caused(cause));
     }
     out
 }
@@ -149,6 +154,7 @@ pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
                     human(threshold)
                 ),
             )
+            .caused(Cause::ServerHung)
         })
         .into_iter()
         .collect()
@@ -172,7 +178,7 @@ pub(super) fn process_exited(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
             "No process matches the configured driver (it has exited {} time(s) since the sidecar started).",
             process.exits
         ),
-    )]
+    ).caused(Cause::DriverGone)]
 }
 
 pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
@@ -196,25 +202,32 @@ pub(super) fn server_down(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .last_words()
         .map(|w| format!(" Its log said last: {w}"))
         .unwrap_or_default();
-    let (summary, description) = match (j.run.server_log().crashed(), dead) {
+    let (cause, summary, description) = match (j.run.server_log().crashed(), dead) {
         (_, Some(dead)) => (
+            Cause::ServerCrashed,
             "the inference server's engine crashed behind its live API".into(),
             format!("The server's front end still runs, but {dead}: nothing it accepts is served, and its gauges are frozen where they were (not exported).{said} {probe}"),
         ),
         (_, None) if server.hung => (
+            Cause::ServerHung,
             "the inference server's HTTP process is hung".into(),
             format!("{probe}. Its process lives (the kernel accepts connections for a stopped or wedged process), so the requests it holds wait."),
         ),
         (Some(fatal), None) => (
+            Cause::ServerCrashed,
             format!(
                 "the inference server crashed ({})",
                 fatal.event.replace('_', " ")
             ),
             format!("Its log ends in: {}. {probe}", fatal.text),
         ),
-        (None, None) => ("the inference server's health check fails".into(), probe),
+        (None, None) => (
+            Cause::ServerDown,
+            "the inference server's health check fails".into(),
+            probe,
+        ),
     };
-    vec![condition(AlertName::ServerDown, None, summary, description)]
+    vec![condition(AlertName::ServerDown, None, summary, description).caused(cause)]
 }
 
 pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {

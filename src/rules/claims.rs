@@ -59,15 +59,15 @@ fn guess() -> Discovered {
     }
 }
 
-/// What a stall's summary says of a server: a cause only its figures, health or log give.
-const SERVER_CAUSES: &[&str] = &[
-    "server down",
-    "server hung",
-    "server crashed",
-    "server busy",
-    "server idle",
-    "server asleep",
-    "requests lost",
+/// The causes only a server's figures, health or log give.
+const SERVER_CAUSES: &[Cause] = &[
+    Cause::ServerCrashed,
+    Cause::ServerDown,
+    Cause::ServerAsleep,
+    Cause::ServerHung,
+    Cause::ServerBusyNothingWritten,
+    Cause::RequestsLost,
+    Cause::ServerIdleClientWaiting,
 ];
 
 proptest! {
@@ -98,8 +98,12 @@ proptest! {
                 !matches!(c.alert, AlertName::ServerDown | AlertName::ServerHung),
                 "{:?} without a server: {}", c.alert, c.summary
             );
+            prop_assert!(
+                !c.cause.is_some_and(|cause| SERVER_CAUSES.contains(&cause)),
+                "{:?} without a server: {}", c.cause, c.summary
+            );
             for cause in SERVER_CAUSES {
-                prop_assert!(!c.summary.contains(cause), "{}", c.summary);
+                prop_assert!(!c.summary.contains(cause.label()), "{}", c.summary);
             }
         }
         let status = Status::from_run(&run, &Default::default(), "node", now);

@@ -1,6 +1,7 @@
 //! The built-in rules: a model snapshot and `now` in, the conditions that hold out. Pure.
 
 mod alert_name;
+mod cause;
 mod checks;
 #[cfg(test)]
 mod claims;
@@ -10,6 +11,7 @@ mod table;
 use crate::model::stacks::Captures;
 use crate::model::{Run, Seconds};
 pub use alert_name::{AlertName, Condition};
+pub use cause::{Cause, UnknownCause};
 use checks::Judged;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};

@@ -1,6 +1,7 @@
 //! What counts as a stall, and its likely cause: the judgement `Stalled` and `LogSilent`
 //! share, from the partition's evidence of work and what the probes and the server's log say.
 
+use super::Cause;
 use crate::human::human;
 use crate::model::stacks::{Captures, Verdict};
 use crate::model::{PartitionView, Run, Seconds};
@@ -48,19 +49,19 @@ pub(super) fn judge_stall(
         .then_some(Stall::LogSilent { seconds: silent })
 }
 
-/// The likely cause of a stall that began at `since`, from what the probes and the server's
-/// log say, refined by the driver's stacks where they were taken during it
-/// (docs/alerts.md#stacks).
+/// The likely cause of a stall that began at `since`, and the evidence for it in words, from
+/// what the probes and the server's log say, refined by the driver's stacks where they were
+/// taken during it (docs/alerts.md#stacks).
 pub(super) fn stall_cause(
     run: &Run,
     stacks: Option<&Captures>,
     since: Seconds,
     now: Seconds,
-) -> (&'static str, String) {
+) -> (Cause, String) {
     let stacks = stacks.and_then(|s| s.driver_verdict(since));
     if let Some((path, since)) = run.hung(now).into_iter().next() {
         return (
-            "file system hung",
+            Cause::FileSystemHung,
             format!(
                 "The file system under {path} does not answer: a read of it has not returned for {} (a hung NFS, Lustre or FUSE mount). The other files are still read.",
                 human(now - since)
@@ -68,22 +69,25 @@ pub(super) fn stall_cause(
         );
     }
     if run.process().as_ref().is_some_and(|p| !p.up) {
-        return ("process gone", "The driver process is not running.".into());
+        return (
+            Cause::DriverGone,
+            "The driver process is not running.".into(),
+        );
     }
     match stacks {
         Some((Verdict::Deadlocked, seen)) => return (
-            "driver deadlocked",
+            Cause::DriverDeadlocked,
             format!("The driver's threads wait on its own locks and on nothing outside it: {seen}. It will not move again by itself."),
         ),
         Some((Verdict::Stopped, seen)) => return (
-            "driver stopped",
+            Cause::DriverStopped,
             format!("The driver process is stopped (SIGSTOP, ^Z or a debugger) and runs nothing until it gets SIGCONT: {seen}."),
         ),
         _ => {}
     }
     if let Some(fatal) = run.server_log().crashed() {
         return (
-            "server crashed",
+            Cause::ServerCrashed,
             format!(
                 "The inference server's log ends in a {}: {} (see its last lines below).",
                 fatal.event.replace('_', " "),
@@ -93,13 +97,13 @@ pub(super) fn stall_cause(
     }
     if run.server_down() {
         return (
-            "server down",
+            Cause::ServerDown,
             "The inference server's health check fails.".into(),
         );
     }
     if run.server_asleep() {
         return (
-            "server asleep",
+            Cause::ServerAsleep,
             "The inference server's engine is put to sleep (vLLM's sleep mode): it serves nothing until it is woken up. Nothing is wrong with it; whoever put it to sleep has the run waiting.".into(),
         );
     }
@@ -115,7 +119,7 @@ fn server_cause(
     run: &Run,
     stacks: Option<(Verdict, &str)>,
     now: Seconds,
-) -> Option<(&'static str, String)> {
+) -> Option<(Cause, String)> {
     let figures = run.server_figures();
     if run.server().is_none() && figures.running.is_none() {
         return None;
@@ -134,26 +138,26 @@ fn server_cause(
             };
             Some(match claimed {
                 Some(claimed) => (
-                    "server hung (metrics frozen)",
-                    format!("The server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
+                    Cause::ServerHung,
+                    format!("Its metrics are frozen: the server's /metrics claims {claimed:.0} tok/s and {held}, but its generated-tokens counter stands still: its engine is dead or deadlocked behind a front end that still answers."),
                 ),
                 None => (
-                    "server hung",
+                    Cause::ServerHung,
                     format!("The server holds {held} but generates no tokens: it is wedged (a stuck collective, a dead worker)."),
                 ),
             })
         }
         (Some(running), _) if running > 0.0 => Some((
-            "server busy, nothing written",
+            Cause::ServerBusyNothingWritten,
             format!("The server is running {running:.0} requests{} but nothing reaches the log or the outputs: requests may be hanging on very long generations, or the client lost them.", figures.generation_tokens_per_second.map(|t| format!(" and generating {t:.0} tok/s")).unwrap_or_default()),
         )),
         (Some(_), queued) if queued.unwrap_or(0.0) == 0.0 => Some(match stacks {
             Some((Verdict::WaitingOnServer, seen)) => (
-                "requests lost",
+                Cause::RequestsLost,
                 format!("The server has nothing to do while the driver waits on the network: {seen}. Its requests went elsewhere or were dropped on the way (a proxy, a closed connection the client did not notice)."),
             ),
             _ => (
-                "server idle, client waiting",
+                Cause::ServerIdleClientWaiting,
                 "The server has nothing to do while the client reports no progress: the client is stuck (a deadlock, a dead worker pool, a lost connection).".into(),
             ),
         }),
@@ -162,22 +166,22 @@ fn server_cause(
 }
 
 /// The cause the driver's stacks give, where nothing else did.
-fn driver_cause(stacks: Option<(Verdict, &str)>) -> (&'static str, String) {
+fn driver_cause(stacks: Option<(Verdict, &str)>) -> (Cause, String) {
     match stacks {
         Some((Verdict::WaitingOnServer, seen)) => (
-            "driver waiting on the server",
+            Cause::DriverWaitingOnServer,
             format!("The driver waits on the network: {seen}. The server does not answer it; --server-metrics-url would show whether it is hung or busy."),
         ),
         Some((Verdict::Busy, seen)) => (
-            "driver busy, reporting nothing",
+            Cause::DriverBusy,
             format!("The driver runs code but reports no progress: {seen}."),
         ),
         Some((Verdict::Idle, seen)) => (
-            "driver idle",
+            Cause::DriverIdle,
             format!("The driver waits with no request outstanding: {seen}."),
         ),
         _ => (
-            "cause unknown",
+            Cause::Unknown,
             "Configure --process-match and --server-metrics-url to narrow it down.".into(),
         ),
     }

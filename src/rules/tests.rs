@@ -98,10 +98,12 @@ fn a_backlog_read_at_once_does_not_hide_a_slow_reporter() {
 fn stall_causes_from_the_evidence() {
     let stalled_at = T0 + 60.0 + 900.0;
     let cause = |run: &Run| eval(run, stalled_at)[0].summary.clone();
+    let id = |run: &Run| eval(run, stalled_at)[0].cause;
 
     let mut run = active_run();
     *run.process_mut() = Some(ProcessState::default());
     assert!(cause(&run).contains("process gone"));
+    assert_eq!(id(&run), Some(Cause::DriverGone));
 
     let mut run = active_run();
     *run.server_mut() = Some(ServerState {
@@ -111,6 +113,11 @@ fn stall_causes_from_the_evidence() {
     let c = eval(&run, stalled_at);
     assert!(alerts(&c).contains(&(AlertName::ServerDown, None)));
     assert!(c.iter().any(|c| c.summary.contains("server down")));
+    // The alert that is the cause names it too, so an action for the cause runs for either.
+    assert!(
+        c.iter().all(|c| c.cause == Some(Cause::ServerDown)),
+        "{c:?}"
+    );
     // A server given in the config is evidence, whatever discovery guesses beside it (a
     // guess is never probed: it has no health to fail).
     *run.discovered_mut() = Some(crate::model::Discovered {
@@ -148,14 +155,15 @@ fn stall_causes_from_the_evidence() {
         .unwrap()
         .generation_tokens_per_second = Some(0.0);
     assert!(cause(&run).contains("server hung"));
+    assert_eq!(id(&run), Some(Cause::ServerHung));
 
-    // The gauge claims work while the counter stands still: frozen behind a live front end.
+    // The gauge claims work while the counter stands still: frozen behind a live front end,
+    // hung all the same.
     run.server_mut().as_mut().unwrap().claimed_tokens_per_second = Some(1300.0);
     let frozen = &eval(&run, stalled_at)[0];
-    assert!(
-        frozen.summary.contains("server hung (metrics frozen)"),
-        "{frozen:?}"
-    );
+    assert!(frozen.summary.contains("(server hung)"), "{frozen:?}");
+    assert_eq!(frozen.cause, Some(Cause::ServerHung));
+    assert!(frozen.details.contains("metrics are frozen"), "{frozen:?}");
     assert!(frozen.details.contains("1300 tok/s"), "{frozen:?}");
     run.server_mut().as_mut().unwrap().claimed_tokens_per_second = None;
 
@@ -166,6 +174,7 @@ fn stall_causes_from_the_evidence() {
     run.server_mut().as_mut().unwrap().queued_requests = Some(0.0);
 
     assert!(cause(&run).contains("server idle, client waiting"));
+    assert_eq!(id(&run), Some(Cause::ServerIdleClientWaiting));
 
     // Records still arriving are evidence of work: the log is what is stuck.
     b1_records_written(&mut run, stalled_at - 10.0);
@@ -205,7 +214,12 @@ fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
             (T0 + 90.0, "  5/200 (0 err) 1.0 req/s"),
         ],
     );
-    assert!(alerts(&eval(&run, T0 + 400.0)).contains(&(AlertName::ProcessExited, None)));
+    let c = eval(&run, T0 + 400.0);
+    assert!(
+        c.iter()
+            .any(|c| c.alert == AlertName::ProcessExited && c.cause == Some(Cause::DriverGone)),
+        "{c:?}"
+    );
 }
 
 /// B1's output file, as many records as the log reports, last written `at`.
@@ -429,6 +443,7 @@ fn a_server_log_ending_in_a_crash_is_the_cause() {
     }
     let c = eval(&run, T0 + 60.0 + 900.0);
     assert!(c[0].summary.contains("server crashed"), "{c:?}");
+    assert_eq!(c[0].cause, Some(Cause::ServerCrashed));
     assert!(c[0].details.contains("oom"), "{c:?}");
     assert_eq!(run.server_log().tail.len(), 3);
     assert_eq!(
@@ -741,6 +756,7 @@ fn the_drivers_stacks_refine_a_stalls_cause() {
     let with = |verdict: Verdict, at: Seconds| judged(&active_run(), stacks(verdict, at));
     let c = with(Verdict::Deadlocked, stalled_at);
     assert!(c.summary.contains("(driver deadlocked)"), "{c:?}");
+    assert_eq!(c.cause, Some(Cause::DriverDeadlocked));
     assert!(c.details.contains("`write_record` (run.py:40)"), "{c:?}");
     assert!(with(Verdict::Stopped, stalled_at)
         .summary
@@ -844,6 +860,7 @@ fn a_hung_health_check_is_said_as_hung() {
         .find(|c| c.alert == AlertName::ServerDown)
         .expect("ServerDown");
     assert_eq!(down.summary, "the inference server's HTTP process is hung");
+    assert_eq!(down.cause, Some(Cause::ServerHung));
     assert!(down.details.contains("Its process lives"), "{down:?}");
 }
 

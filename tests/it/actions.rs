@@ -96,7 +96,13 @@ fn an_action_gets_the_alert_and_what_it_did_is_said_counted_and_kept() {
     );
     let hook = Receiver::start(&[]);
     let state = dir.path().join("state");
-    let file = config(dir.path(), &log, &hook, &action("record", &record, ""));
+    // Nothing is probed here, so the stall's cause is unknown: the action is for that id.
+    let file = config(
+        dir.path(),
+        &log,
+        &hook,
+        &action("record", &record, "cause = \"unknown\"\n"),
+    );
     let sidecar = sidecar(&file, &state, &[]);
     let got = hook.wait("the action's report", Duration::from_secs(20), |r| {
         said(r, "ran `record` (exit 0, ")
@@ -117,6 +123,8 @@ fn an_action_gets_the_alert_and_what_it_did_is_said_counted_and_kept() {
         "PULSE_HOST=gpu-node-01",
         "PULSE_DRIVER_PID=",
         "PULSE_SERVER_URL=",
+        "PULSE_CAUSE=unknown",
+        "PULSE_CAUSE_TEXT=cause unknown",
         "args: --now",
     ] {
         assert!(env.lines().any(|l| l == line), "{line} not in:\n{env}");
@@ -128,6 +136,8 @@ fn an_action_gets_the_alert_and_what_it_did_is_said_counted_and_kept() {
     assert_eq!(doc["partition"], "B1");
     assert_eq!(doc["action"], "record");
     assert_eq!(doc["attempt"], 1);
+    assert_eq!(doc["cause"], "unknown");
+    assert_eq!(doc["cause_text"], "cause unknown");
     let m = sidecar.wait_metrics("the run counted", |m| {
         actions_total(m, "record", "ok") == Some(1.0)
     });
@@ -273,6 +283,37 @@ fn check_config_refuses_commands_that_cannot_or_must_not_run() {
             command.display()
         );
         assert!(stderr.contains("`actions[0].command`"), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
+}
+
+/// A cause is an id: the words the summary says it with, what `cause` matched once, are refused
+/// with the id to write instead.
+#[test]
+fn check_config_refuses_a_cause_that_is_no_id() {
+    let dir = temp_dir();
+    let good = script(dir.path(), "good.sh", "exit 0\n");
+    let file = dir.path().join("pulse.toml");
+    for (cause, said) in [
+        ("\"server hung\"", "did you mean server_hung?"),
+        (
+            "[\"server_hung\", \"server_sad\"]",
+            "\"server_sad\" is not a cause",
+        ),
+        ("[\"server_hung\", \"server_crashed\"]", ""),
+    ] {
+        std::fs::write(&file, action("fix", &good, &format!("cause = {cause}\n"))).unwrap();
+        let out = Command::new(BIN)
+            .args(["check-config", path_str(&file)])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if said.is_empty() {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(2), "{cause}: {stderr}");
+        assert!(stderr.contains("`actions[0].cause`"), "{stderr}");
         assert!(stderr.contains(said), "{stderr}");
     }
 }

@@ -5,7 +5,7 @@
 
 use super::keys;
 use super::{ConfigError, RawConfig};
-use crate::rules::AlertName;
+use crate::rules::{AlertName, Cause, UnknownCause};
 use crate::sinks::alert::action::{Action, Actions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -20,7 +20,8 @@ pub struct RawAction {
     /// The alerts it runs for.
     #[serde(default)]
     pub on: Vec<String>,
-    pub cause: Option<String>,
+    /// Cause ids: `cause = "server_hung"` or a list of them.
+    pub cause: Option<RawCauses>,
     /// The program's absolute path and its arguments.
     #[serde(default)]
     pub command: Vec<String>,
@@ -28,6 +29,24 @@ pub struct RawAction {
     pub max_runs: Option<usize>,
     pub cooldown: Option<String>,
     pub silenced: Option<bool>,
+}
+
+/// One cause id, or a list: an engine restart is as right for a crashed server as for a hung
+/// one, and two actions for it would keep two cooldowns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum RawCauses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl RawCauses {
+    fn ids(&self) -> &[String] {
+        match self {
+            RawCauses::One(id) => std::slice::from_ref(id),
+            RawCauses::Many(ids) => ids,
+        }
+    }
 }
 
 impl RawConfig {
@@ -88,6 +107,21 @@ impl RawAction {
                 )
             })?);
         }
+        let mut cause = Vec::new();
+        for id in self.cause.iter().flat_map(RawCauses::ids) {
+            let parsed: Cause = id
+                .parse()
+                .map_err(|e: UnknownCause| ConfigError::invalid(key("cause"), e.to_string()))?;
+            if !cause.contains(&parsed) {
+                cause.push(parsed);
+            }
+        }
+        if self.cause.is_some() && cause.is_empty() {
+            return Err(ConfigError::invalid(
+                key("cause"),
+                "name at least one cause id, or leave cause out to run for every cause",
+            ));
+        }
         let program = self.command.first().ok_or_else(|| {
             ConfigError::invalid(
                 key("command"),
@@ -122,7 +156,7 @@ impl RawAction {
         Ok(Action {
             name,
             on,
-            cause: self.cause.clone().filter(|c| !c.trim().is_empty()),
+            cause,
             command: self.command.clone(),
             timeout: keys::field("actions", "timeout")
                 .duration_as(&key("timeout"), self.timeout.as_deref())?,
@@ -226,6 +260,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(raw.actions().unwrap().secret_env, ["SMTP_PW", "HOOK_TOKEN"]);
+    }
+
+    #[test]
+    fn a_cause_is_one_id_or_a_list_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = script(dir.path(), 0o755);
+        let mut raw = with_command(&path);
+        raw.actions[0].cause = Some(RawCauses::One("server_hung".into()));
+        assert_eq!(raw.actions().unwrap().list[0].cause, [Cause::ServerHung]);
+        let toml = format!(
+            "[[actions]]\non = [\"Stalled\"]\ncause = [\"server_hung\", \"server_crashed\"]\ncommand = [{:?}]\n",
+            path.display().to_string()
+        );
+        let raw: RawConfig = toml::from_str(&toml).unwrap();
+        assert_eq!(
+            raw.actions().unwrap().list[0].cause,
+            [Cause::ServerHung, Cause::ServerCrashed]
+        );
+        assert!(with_command(&path).actions().unwrap().list[0]
+            .cause
+            .is_empty());
+    }
+
+    /// A cause is an id: words (what the summary-matching took) are refused by key, with the
+    /// id to write instead, and so is an id that is no cause's or an empty list.
+    #[test]
+    fn an_unknown_cause_is_refused_naming_the_key_and_the_id_meant() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = script(dir.path(), 0o755);
+        for (cause, said) in [
+            (
+                RawCauses::One("server hung".into()),
+                "did you mean server_hung?",
+            ),
+            (
+                RawCauses::Many(vec!["server_hung".into(), "server_sad".into()]),
+                "\"server_sad\" is not a cause",
+            ),
+            (RawCauses::Many(Vec::new()), "at least one cause id"),
+        ] {
+            let mut raw = with_command(&path);
+            raw.actions[0].cause = Some(cause);
+            let err = raw.actions().unwrap_err().to_string();
+            assert!(err.contains("`actions[0].cause`"), "{err}");
+            assert!(err.contains(said), "{err}");
+        }
     }
 
     #[test]

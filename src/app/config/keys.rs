@@ -274,7 +274,7 @@ fields! {
     ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
     ["actions", "name"] = Key { default: DefaultValue::Derived("the command's file name"), rule: "letters, digits, `-`, `_`, `.`; each once", ..text("NAME", "how logs, `pulse_actions_total` and the notifications name it") },
     ["actions", "on"] = Key { rule: "at least one", ..text("ALERT", "the alerts it runs for (`on = [\"ServerHung\"]`)") },
-    ["actions", "cause"] = text("TEXT", "runs only where the alert's summary holds this, any case (`server hung`)"),
+    ["actions", "cause"] = Key { rule: "a cause id, or a list of them", ..text("ID", "runs only for an alert whose likely cause is this (`server_hung`, or `[\"server_hung\", \"server_crashed\"]`; see alerts.md#triage-the-likely-cause)") },
     ["actions", "command"] = Key { rule: "an absolute path, executable, not writable by others", ..text("ARGV", "the program and its arguments, as a list; no shell") },
     ["actions", "timeout"] = duration("60s", 1000, HOUR, "past it the command is killed with its process group"),
     ["actions", "max_runs"] = Key { default: DefaultValue::Value("1"), ..key(Kind::Count(1, 100, "runs"), "runs per episode of one alert (from firing to resolved)") },

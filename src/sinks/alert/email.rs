@@ -494,6 +494,7 @@ mod tests {
                 partition: Some("B1_glaive".into()),
                 summary: "no progress for 14m (server idle, client waiting)".into(),
                 details: "B1_glaive has made no progress.".into(),
+                cause: Some(crate::rules::Cause::ServerIdleClientWaiting),
                 began_at: None,
             },
             since: 1840.0,

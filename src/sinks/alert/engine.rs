@@ -826,6 +826,7 @@ pub async fn send_tests(config: &AlertConfig) -> Vec<(String, Result<(), String>
         ),
         details: "Sent by `pipeline-pulse test-notify`; alerts will arrive here like this one."
             .to_owned(),
+        cause: None,
         began_at: None,
     };
     let notice = Notification {

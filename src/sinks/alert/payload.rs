@@ -334,6 +334,7 @@ mod tests {
             partition: partition.map(str::to_owned),
             summary: "no progress for 14m".into(),
             details: "last line 14m ago".into(),
+            cause: None,
             began_at: None,
         }
     }

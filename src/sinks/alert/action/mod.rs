@@ -13,7 +13,7 @@ pub mod runner;
 pub use facts::{facts, Facts};
 
 use super::lifecycle::{Kind, Notification};
-use crate::rules::{AlertName, Condition};
+use crate::rules::{AlertName, Cause, Condition};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,8 +24,9 @@ pub struct Action {
     /// How logs, metrics and notifications name it: `name`, else the command's file name.
     pub name: String,
     pub on: Vec<AlertName>,
-    /// Runs only where the alert's summary (its likely cause) holds this, any case.
-    pub cause: Option<String>,
+    /// Runs only for an alert whose likely cause is one of these (any alert where empty): by
+    /// its id, never by the summary's words, so rewording a summary disarms no action.
+    pub cause: Vec<Cause>,
     /// The program (an absolute path) and its arguments; no shell.
     pub command: Vec<String>,
     pub timeout: Duration,
@@ -41,12 +42,7 @@ impl Action {
     /// Whether this alert instance is one the action is for.
     pub fn matches(&self, condition: &Condition) -> bool {
         self.on.contains(&condition.alert)
-            && self.cause.as_ref().is_none_or(|cause| {
-                condition
-                    .summary
-                    .to_lowercase()
-                    .contains(&cause.to_lowercase())
-            })
+            && (self.cause.is_empty() || condition.cause.is_some_and(|c| self.cause.contains(&c)))
     }
 }
 
@@ -118,6 +114,10 @@ struct HeldResolution {
     condition: Condition,
     since: f64,
     lasted: f64,
+    /// When the episode began (`lasted` before the hold): told late, it lasted until the run
+    /// moved, or until it is told, as its line says. Absent in a ledger from before.
+    #[serde(default)]
+    began: Option<f64>,
     action: String,
     /// When the action ended; `None` while it runs.
     ended: Option<f64>,
@@ -266,6 +266,7 @@ impl Ledger {
                     condition: n.condition,
                     since: n.since,
                     lasted,
+                    began: Some(now - lasted),
                     action,
                     ended,
                     until: now + RESOLUTION_WAITS_AT_MOST,
@@ -292,23 +293,35 @@ impl Ledger {
                 .partition(|h| moved(h).is_some() || now >= h.until);
         self.held = still;
         for h in out {
-            let line = match moved(&h) {
-                Some((ended, work)) => format!(
-                    "the run moved again {} after `{}`",
-                    seconds(work - ended),
-                    h.action
+            let (line, until) = match moved(&h) {
+                Some((ended, work)) => (
+                    format!(
+                        "the run moved again {} after `{}`",
+                        seconds(work - ended),
+                        h.action
+                    ),
+                    work,
                 ),
-                None => format!(
-                    "the run has not moved in the {} after `{}`",
-                    seconds(RESOLUTION_WAITS_AT_MOST),
-                    h.action
+                None => (
+                    format!(
+                        "the run has not moved in the {} after `{}`",
+                        seconds(RESOLUTION_WAITS_AT_MOST),
+                        h.action
+                    ),
+                    now,
                 ),
             };
+            // The subject's "lasted" counts to what the line says ended it, not to when the
+            // condition stopped holding: an engine its action killed stops being hung long
+            // before the run moves, and "lasted 2s" over "moved again 6 s after" reads false.
+            let lasted = h
+                .began
+                .map_or(h.lasted, |began| (until - began).max(h.lasted));
             let mut condition = h.condition;
             condition.summary = format!("{}; {line}", condition.summary);
             condition.details = format!("{}\nAction: {line}.", condition.details);
             notifications.push(Notification {
-                kind: Kind::Resolved { lasted: h.lasted },
+                kind: Kind::Resolved { lasted },
                 condition,
                 since: h.since,
             });

@@ -4,7 +4,7 @@
 //! with it (docs/alerts.md#actions).
 
 use super::{Action, Facts};
-use crate::rules::Condition;
+use crate::rules::{Cause, Condition};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -39,7 +39,10 @@ struct Document<'a> {
     alert: String,
     partition: Option<&'a str>,
     summary: &'a str,
-    cause: &'a str,
+    /// The likely cause's id, what a script branches on; null where the alert names none.
+    cause: Option<&'static str>,
+    /// Its words, for a script's own messages.
+    cause_text: Option<&'static str>,
     details: &'a str,
     firing_since: f64,
     attempt: u32,
@@ -59,7 +62,14 @@ impl Launch {
         [
             ("PULSE_ACTION", self.action.name.clone()),
             ("PULSE_ALERT", c.alert.to_string()),
-            ("PULSE_CAUSE", cause(&c.summary).to_owned()),
+            (
+                "PULSE_CAUSE",
+                c.cause.map(Cause::id).unwrap_or_default().into(),
+            ),
+            (
+                "PULSE_CAUSE_TEXT",
+                c.cause.map(Cause::label).unwrap_or_default().into(),
+            ),
             ("PULSE_SUMMARY", c.summary.clone()),
             ("PULSE_PARTITION", text(&c.partition)),
             ("PULSE_RUN", text(&f.run)),
@@ -86,7 +96,8 @@ impl Launch {
             alert: c.alert.to_string(),
             partition: c.partition.as_deref(),
             summary: &c.summary,
-            cause: cause(&c.summary),
+            cause: c.cause.map(Cause::id),
+            cause_text: c.cause.map(Cause::label),
             details: &c.details,
             firing_since: self.since,
             attempt: self.attempt,
@@ -95,15 +106,6 @@ impl Launch {
         })
         .unwrap_or_default()
     }
-}
-
-/// The likely cause a summary ends with, in brackets (`no progress for 14m (server hung)`),
-/// else the summary itself.
-pub fn cause(summary: &str) -> &str {
-    summary
-        .strip_suffix(')')
-        .and_then(|s| s.rsplit_once(" (").map(|(_, cause)| cause))
-        .unwrap_or(summary)
 }
 
 /// How a run ended.

@@ -8,7 +8,7 @@ pub(crate) fn action(name: &str, on: &[AlertName]) -> Action {
     Action {
         name: name.into(),
         on: on.to_vec(),
-        cause: None,
+        cause: Vec::new(),
         command: vec!["/bin/true".into()],
         timeout: Duration::from_secs(60),
         max_runs: 1,
@@ -18,7 +18,7 @@ pub(crate) fn action(name: &str, on: &[AlertName]) -> Action {
 }
 
 fn hung() -> Condition {
-    let mut c = Condition::holding(AlertName::ServerHung, None);
+    let mut c = Condition::holding(AlertName::ServerHung, None).caused(Cause::ServerHung);
     c.summary = "no tokens for 5m (server hung)".into();
     c
 }
@@ -37,11 +37,34 @@ fn an_action_matches_its_alerts_and_its_cause() {
     let mut a = action("restart", &[AlertName::ServerHung, AlertName::Stalled]);
     assert!(a.matches(&hung()));
     assert!(!a.matches(&Condition::holding(AlertName::ServerDown, None)));
-    a.cause = Some("Server Hung".into());
+    a.cause = vec![Cause::ServerHung, Cause::ServerCrashed];
     assert!(a.matches(&hung()));
-    let mut stalled = Condition::holding(AlertName::Stalled, Some("B1"));
-    stalled.summary = "no progress for 14m (server idle, client waiting)".into();
-    assert!(!a.matches(&stalled));
+    let stalled = |cause: Cause, summary: &str| {
+        let mut c = Condition::holding(AlertName::Stalled, Some("B1")).caused(cause);
+        c.summary = summary.into();
+        c
+    };
+    assert!(a.matches(&stalled(Cause::ServerCrashed, "no progress for 14m")));
+    assert!(!a.matches(&stalled(
+        Cause::ServerIdleClientWaiting,
+        "no progress for 14m (server idle, client waiting)"
+    )));
+    // An alert that names no cause is not one an action for a cause runs for.
+    assert!(!a.matches(&Condition::holding(AlertName::Stalled, Some("B1"))));
+}
+
+/// The cause is the condition's, not words of its summary: a summary reworded (or naming
+/// another cause in passing) neither disarms an action nor arms one.
+#[test]
+fn an_action_matches_the_cause_not_the_summarys_words() {
+    let mut a = action("restart", &[AlertName::Stalled]);
+    a.cause = vec![Cause::ServerHung];
+    let mut reworded = Condition::holding(AlertName::Stalled, Some("B1")).caused(Cause::ServerHung);
+    reworded.summary = "no progress for 14m (the engine is wedged)".into();
+    assert!(a.matches(&reworded));
+    let mut said = Condition::holding(AlertName::Stalled, Some("B1")).caused(Cause::DriverIdle);
+    said.summary = "no progress for 14m (server hung? no: driver idle)".into();
+    assert!(!a.matches(&said));
 }
 
 #[test]
@@ -248,7 +271,13 @@ fn a_resolution_waits_for_the_run_to_move_after_the_action() {
     // The run's first work after the action ended lets it out, saying when.
     let told = round(&mut ledger, Vec::new(), 168.0, 170.0);
     assert_eq!(told.len(), 1, "{told:?}");
-    assert_eq!(told[0].kind, Kind::Resolved { lasted: 5.0 });
+    // It lasted until the run moved (168 s), as its line says, not until the condition
+    // stopped holding while the action ran (105 s): the subject says what the body does.
+    assert_eq!(told[0].kind, Kind::Resolved { lasted: 68.0 });
+    assert_eq!(
+        crate::sinks::alert::email::subject(&told, "node"),
+        "[pulse] RESOLVED ServerHung on node, lasted 1m"
+    );
     assert!(
         told[0]
             .condition
@@ -283,4 +312,38 @@ fn a_resolution_waits_for_the_run_to_move_after_the_action() {
                 .ends_with("; the run has not moved in the 15 min after `restart`"),
         "{told:?}"
     );
+    // Not moved: it lasts until it is told, not until its condition ended.
+    assert_eq!(
+        told[0].kind,
+        Kind::Resolved {
+            lasted: late - 100.0
+        }
+    );
+}
+
+/// A resolution held by a sidecar from before the hold kept when its episode began is told
+/// with the duration it was held with.
+#[test]
+fn a_resolution_held_before_its_beginning_was_kept_says_what_it_held() {
+    let c = hung();
+    let mut ledger = Ledger::default();
+    ledger.begin("restart", firing(&c, 100.0));
+    ledger.end(
+        "restart",
+        &c.key(),
+        100.0,
+        "ran `restart` (exit 0, 8 s)",
+        108.0,
+    );
+    let mut told = vec![Notification {
+        kind: Kind::Resolved { lasted: 5.0 },
+        condition: c.clone(),
+        since: 100.0,
+    }];
+    ledger.hold_resolutions(&mut told, 105.0);
+    let mut json = serde_json::to_value(&ledger).unwrap();
+    json["held"][0].as_object_mut().unwrap().remove("began");
+    let mut ledger: Ledger = serde_json::from_value(json).unwrap();
+    ledger.release_resolutions(&mut told, Some(168.0), 170.0);
+    assert_eq!(told[0].kind, Kind::Resolved { lasted: 5.0 });
 }

@@ -93,8 +93,10 @@ fn output_is_capped_and_a_chatty_command_is_not_blocked() {
 
 #[test]
 fn the_alert_reaches_the_command_as_environment_and_stdin() {
-    let mut condition = Condition::holding(AlertName::ServerHung, Some("B1"));
-    condition.summary = "no tokens for 5m (server hung)".into();
+    let mut condition =
+        Condition::holding(AlertName::ServerHung, Some("B1")).caused(Cause::ServerHung);
+    // Worded as no summary is: the cause is the condition's, not read from its words.
+    condition.summary = "no tokens for 5m (the engine is wedged)".into();
     let launch = Launch {
         action: action("restart", &[AlertName::ServerHung]),
         condition,
@@ -125,14 +127,15 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
     let out = &finished.output;
     for line in [
         "PULSE_ALERT=ServerHung",
-        "PULSE_CAUSE=server hung",
+        "PULSE_CAUSE=server_hung",
+        "PULSE_CAUSE_TEXT=server hung",
         "PULSE_PARTITION=B1",
         "PULSE_RUN=synth",
         "PULSE_SERVER_PID=42",
         "PULSE_SERVER_URL=http://127.0.0.1:30000",
         "PULSE_SLURM_JOB_ID=77",
         "PULSE_DRIVER_PID=",
-        "PULSE_SUMMARY=no tokens for 5m (server hung)",
+        "PULSE_SUMMARY=no tokens for 5m (the engine is wedged)",
     ] {
         assert!(out.lines().any(|l| l == line), "{line} not in:\n{out}");
     }
@@ -143,15 +146,11 @@ fn the_alert_reaches_the_command_as_environment_and_stdin() {
     let json = out.lines().last().unwrap();
     let doc: serde_json::Value = serde_json::from_str(json).unwrap();
     assert_eq!(doc["alert"], "ServerHung");
-    assert_eq!(doc["cause"], "server hung");
+    assert_eq!(doc["cause"], "server_hung");
+    assert_eq!(doc["cause_text"], "server hung");
+    assert_eq!(doc["summary"], "no tokens for 5m (the engine is wedged)");
     assert_eq!(doc["server_pid"], 42);
     assert_eq!(doc["slurm_job_id"], "77");
-}
-
-#[test]
-fn the_cause_is_the_summarys_bracket() {
-    assert_eq!(cause("no progress for 14m (server hung)"), "server hung");
-    assert_eq!(cause("1 requests running"), "1 requests running");
 }
 
 #[test]
@@ -177,4 +176,31 @@ fn the_commands_running_end_with_the_sidecar() {
     groups.kill_all();
     let finished = runner.join().unwrap();
     assert_eq!(finished.ended, Ended::Signalled(libc::SIGKILL));
+}
+
+/// An alert that names no cause (`GpuLost`) sets the variables empty and the fields null, so
+/// a script tells "no cause" from a cause it does not know.
+#[test]
+fn an_alert_without_a_cause_says_none() {
+    let launch = Launch {
+        action: action("requeue", &[AlertName::GpuLost]),
+        condition: Condition::holding(AlertName::GpuLost, None),
+        since: 100.0,
+        facts: Facts::default(),
+        attempt: 1,
+        host: "node".into(),
+        secret_env: Vec::new(),
+    };
+    let env = launch.env();
+    for name in ["PULSE_CAUSE", "PULSE_CAUSE_TEXT"] {
+        assert!(
+            env.iter().any(|(k, v)| k == name && v.is_empty()),
+            "{name}: {env:?}"
+        );
+    }
+    let doc: serde_json::Value = serde_json::from_str(&launch.document()).unwrap();
+    assert!(
+        doc["cause"].is_null() && doc["cause_text"].is_null(),
+        "{doc}"
+    );
 }
