@@ -5,7 +5,6 @@
 use super::*;
 use crate::model::{Discovered, DiscoveredServer, ProcessState, ONLY_ONE};
 use crate::parse::{Parser, RunInference};
-use crate::sinks::status::Status;
 use proptest::prelude::*;
 
 const T0: Seconds = 1_780_000_000.0;
@@ -106,8 +105,8 @@ proptest! {
                 prop_assert!(!c.summary.contains(cause.label()), "{}", c.summary);
             }
         }
-        let status = Status::from_run(&run, &Default::default(), "node", now);
-        prop_assert!(status.server.is_none());
+        // What `/status` and the page show of a server is the model's.
+        prop_assert!(run.server().is_none());
     }
 
     /// "all N partitions done" (`RunFinished`) only where every partition reached its plan, or

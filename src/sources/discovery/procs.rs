@@ -250,29 +250,7 @@ pub struct Found {
 /// its engine in-process (vLLM's `LLM.generate`, `run_batch`) and has no server. With several
 /// and no tie, none: probing another run's server would triage this run with its health.
 pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[Socket]) -> Found {
-    let engines: Vec<(&Proc, &'static str)> = procs
-        .iter()
-        .filter_map(|p| Some((p, engine(&p.args)?)))
-        .collect();
-    // A server's forked workers share its command line: the launcher stands for them. A
-    // shell or a wrapper whose arguments start the engine stands aside for the engine it
-    // started.
-    let running: BTreeSet<u32> = engines
-        .iter()
-        .filter(|(p, _)| runs_engine(&p.args))
-        .map(|(p, _)| p.pid)
-        .collect();
-    let launchers: Vec<(&Proc, &'static str)> = engines
-        .iter()
-        .filter(|(p, _)| !running.contains(&p.ppid))
-        .filter(|(p, _)| {
-            running.contains(&p.pid)
-                || !descendants(procs, p.pid)
-                    .iter()
-                    .any(|d| running.contains(&d.pid))
-        })
-        .copied()
-        .collect();
+    let launchers = launchers(procs);
     let sockets_of = |pid: u32| {
         let family: Vec<&Proc> = std::iter::once(pid)
             .chain(descendants(procs, pid).iter().map(|d| d.pid))
@@ -365,6 +343,32 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         server: Some(server),
         note: None,
     }
+}
+
+/// The inference servers on the node, one process each. A server's forked workers share its
+/// command line: the launcher stands for them. A shell or a wrapper whose arguments start the
+/// engine stands aside for the engine it started.
+fn launchers(procs: &[Proc]) -> Vec<(&Proc, &'static str)> {
+    let engines: Vec<(&Proc, &'static str)> = procs
+        .iter()
+        .filter_map(|p| Some((p, engine(&p.args)?)))
+        .collect();
+    let running: BTreeSet<u32> = engines
+        .iter()
+        .filter(|(p, _)| runs_engine(&p.args))
+        .map(|(p, _)| p.pid)
+        .collect();
+    engines
+        .iter()
+        .filter(|(p, _)| !running.contains(&p.ppid))
+        .filter(|(p, _)| {
+            running.contains(&p.pid)
+                || !descendants(procs, p.pid)
+                    .iter()
+                    .any(|d| running.contains(&d.pid))
+        })
+        .copied()
+        .collect()
 }
 
 /// Why the only server on the node may be taken as the run's, a guess said as such; or, where
