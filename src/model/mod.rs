@@ -23,7 +23,9 @@ mod window;
 
 pub use discovery::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
-pub use gpu::{xid_label, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS};
+pub use gpu::{
+    xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS, PIDS_IN_ANOTHER_NAMESPACE,
+};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,

@@ -6,7 +6,7 @@ use super::stall::{judge_stall, stall_cause, Stall};
 use super::{AlertName, Cause, Condition, History, RuleConfig, Rules, RATE_WINDOW};
 use crate::human::human;
 use crate::model::stacks::Captures;
-use crate::model::{OutputStats, PartitionView, RecentCounts, Run, Seconds};
+use crate::model::{GpuPids, OutputStats, PartitionView, RecentCounts, Run, Seconds};
 
 /// Fewer requests than this in the window is too small a sample to alarm on.
 const MIN_SAMPLE: u64 = 50;
@@ -265,13 +265,18 @@ pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
                 .last_xid()
                 .get(&g.uuid)
                 .map_or("no XID seen".to_owned(), |x| format!("last XID {x}"));
-            let procs = if g.processes.is_empty() {
+            let procs = if gpus.pids == GpuPids::NotRead {
+                "its processes are not read (gpu_processes is off)".to_owned()
+            } else if g.processes.is_empty() {
                 "no processes recorded".to_owned()
             } else {
                 let list: Vec<String> = g
                     .processes
                     .iter()
-                    .map(|p| format!("pid {} {}", p.pid, p.name))
+                    .map(|p| match p.name.as_str() {
+                        "" => format!("pid {}", p.pid),
+                        name => format!("pid {} {name}", p.pid),
+                    })
                     .collect();
                 format!("processes on it: {}", list.join(", "))
             };

@@ -250,6 +250,7 @@ fn with_gpus(run: &mut Run, utilizations: &[f64]) {
             })
             .collect(),
         at: T0,
+        ..GpuReading::default()
     });
 }
 

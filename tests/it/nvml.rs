@@ -319,18 +319,24 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
         Command::new(BIN)
             .env("FAKE_NVML_SCRIPT", &script)
             .args(command)
-            .args(["--gpu", "on", "--gpu-processes", "--run-dir"])
+            .args(["--gpu", "on", "--run-dir"])
             .arg(&run)
             .arg("--nvml-library")
             .arg(fake_nvml())
             .output()
             .unwrap()
     };
+    // Without `--gpu-processes` the lists are not read: nothing is known of who holds the
+    // memory, and nothing is said (the server is no less alive for it).
+    let status = status_json(&pulse(&["status", "--json"]));
+    assert_eq!(
+        status["discovered"]["server"]["pid"], server_pid,
+        "{status}"
+    );
+    assert_eq!(status["gpu_memory"], serde_json::Value::Null, "{status}");
     // One scan: a server met inside one of its launcher's `execve`s (pyenv's shim execs
     // several times) is read again until its command line is back (procs::read_args).
-    let out = pulse(&["status", "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let status = status_json(&pulse(&["status", "--json", "--gpu-processes"]));
     let memory = status["gpu_memory"]
         .as_str()
         .unwrap_or_else(|| panic!("{status}"));
@@ -340,7 +346,7 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
             "the server process (pid {server_pid}) holds memory on GPUs 0–3; GPUs 4–7 held by pid {stale_pid} (sleep), which is not the server nor the driver: a stale process from an earlier run?"
         )
     );
-    let exposition = pulse(&["run", "--once"]);
+    let exposition = pulse(&["run", "--once", "--gpu-processes"]);
     let m = Metrics(String::from_utf8_lossy(&exposition.stdout).into_owned());
     assert!(
         m.0.lines().any(
@@ -355,6 +361,99 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
         |l| l.starts_with("pulse_gpu_process_memory_used_bytes{gpu=\"7\"")
             && l.contains("role=\"other\"")
     ));
+}
+
+fn status_json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// NVML lists the host's pids whatever PID namespace asks: the driver does not know them
+/// (NVIDIA/nvidia-docker#1483). A sidecar beside the server in a namespace of their own (a
+/// pod with `shareProcessNamespace`, a container) cannot tell them to the server or to
+/// anyone: it says so once, and never that the server holds no memory (it does, under its
+/// host pid) nor that another process is stale.
+#[test]
+fn in_a_pid_namespace_of_its_own_the_sidecar_says_the_gpu_processes_are_anothers() {
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test runs the sidecar in a PID namespace of its own (`unshare --pid`, \
+         `nsenter`), which takes root, as CI has: run it as root, e.g. \
+         `sudo -E env PATH=\"$PATH\" cargo test --test it nvml::in_a_pid_namespace`"
+    );
+    let nsenter = require_tool("nsenter", "util-linux");
+    let dir = temp_dir();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    // The server in the pod's namespace; a process of the host's on GPUs 4-7.
+    let server = FakeServer::start_in_pid_namespace(Engine::Sglang, &run);
+    let host = Killed(Command::new("sleep").arg("120").spawn().unwrap());
+    let (server_pid, host_pid) = (server.pid(), host.0.id());
+    let gpus: Vec<String> = (0..8)
+        .map(|i| {
+            let pid = if i < 4 { server_pid } else { host_pid };
+            format!(
+                r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","memory_total":100,"memory_used":60,"processes":[{{"pid":{pid},"used":60}}]}}"#,
+                0x18 + i
+            )
+        })
+        .collect();
+    let script = dir.path().join("nvml.json");
+    std::fs::write(
+        &script,
+        format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
+    )
+    .unwrap();
+    // Beside the server, in its PID namespace and with its `/proc`.
+    let pulse = |command: &[&str]| {
+        Command::new(&nsenter)
+            .args([
+                "--target",
+                &server_pid.to_string(),
+                "--pid",
+                "--mount",
+                "--",
+            ])
+            .arg(BIN)
+            .env("FAKE_NVML_SCRIPT", &script)
+            .args(command)
+            .args(["--gpu", "on", "--gpu-processes", "--run-dir"])
+            .arg(&run)
+            .arg("--nvml-library")
+            .arg(fake_nvml())
+            .output()
+            .unwrap()
+    };
+    let status = status_json(&pulse(&["status", "--json"]));
+    let inside = status["discovered"]["server"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the server is discovered in the namespace: {status}"));
+    assert_ne!(inside, u64::from(server_pid), "{status}");
+    assert_eq!(
+        status["gpu_memory"],
+        "the GPU processes live in another PID namespace (NVML lists the host's pids): per-process memory cannot be told to the server or the driver here",
+        "{status}"
+    );
+    let text = status.to_string();
+    assert!(
+        !text.contains("may have crashed") && !text.contains("stale process"),
+        "{status}"
+    );
+    // The host's pids are exported as NVML gave them, with no name or role read from
+    // whichever process has that number here.
+    let exposition = pulse(&["run", "--once"]);
+    let m = Metrics(String::from_utf8_lossy(&exposition.stdout).into_owned());
+    let rows: Vec<&str> =
+        m.0.lines()
+            .filter(|l| l.starts_with("pulse_gpu_process_memory_used_bytes{"))
+            .collect();
+    assert_eq!(rows.len(), 8, "{}", m.0);
+    assert!(
+        rows.iter().all(|l| l.contains("process=\"\",role=\"\"")),
+        "{rows:#?}"
+    );
 }
 
 #[test]

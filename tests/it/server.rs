@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use std::path::Path;
+use std::time::Duration;
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/server");
 
@@ -361,4 +362,73 @@ fn a_health_ask_with_no_answer_in_time_is_hung_and_a_slow_one_in_time_is_up() {
     patient.wait_metrics("the server down", |m| {
         m.get("pulse_server_up", "") == Some(0.0)
     });
+}
+
+/// A server whose metrics say it is SGLang is judged as SGLang though its URLs were
+/// configured by hand, not discovered: its generating `/health`, which waits for a token (up
+/// to 20 s under load), is asked on SGLang's bounds (every 60 s, 25 s to answer), not the 2 s
+/// `probe_timeout`, so a slow answer is not read as a hung server. The ask runs on a task of
+/// its own: the metrics are read meanwhile.
+#[test]
+fn a_configured_server_whose_metrics_say_sglang_has_its_health_asked_as_sglangs() {
+    let port = free_port();
+    let python = require_tool("python3", "python3");
+    let _server = Killed(
+        std::process::Command::new(python)
+            .args([
+                "-c",
+                "import http.server, sys, time\n\
+                 start = time.time()\n\
+                 class H(http.server.BaseHTTPRequestHandler):\n\
+                 \tdef do_GET(self):\n\
+                 \t\tif self.path == '/health':\n\
+                 \t\t\ttime.sleep(5)\n\
+                 \t\t\tbody = b''\n\
+                 \t\telse:\n\
+                 \t\t\ttokens = int((time.time() - start) * 1000)\n\
+                 \t\t\tbody = b'sglang:num_running_reqs 12\\nsglang:num_queue_reqs 3\\nsglang:token_usage 0.4\\nsglang:generation_tokens_total %d\\n' % tokens\n\
+                 \t\tself.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()\n\
+                 \t\tself.wfile.write(body)\n\
+                 \tdef log_message(self, *a):\n\
+                 \t\tpass\n\
+                 http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n",
+                &port.to_string(),
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the stand-in to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let sidecar = Sidecar::run(&[
+        "--server-health-url",
+        &format!("http://127.0.0.1:{port}/health"),
+        "--server-metrics-url",
+        &format!("http://127.0.0.1:{port}/metrics"),
+        "--probe-interval",
+        "500ms",
+        "--gpu",
+        "off",
+    ]);
+    let told = sidecar.wait_log("the server's metrics say it is SGLang");
+    assert!(told.contains("every 60s within 25s"), "{told}");
+    // Its health answers in 5 s: it passes, and the server is up throughout.
+    let status = poll("the health ask to pass", Duration::from_secs(15), || {
+        let status = get_json(sidecar.addr, "/status").unwrap();
+        let server = &status["server"];
+        assert_ne!(server["up"], false, "{status}");
+        if server["starting"] == false && server["up"] == true {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    });
+    assert_eq!(
+        status["server"]["error"],
+        serde_json::Value::Null,
+        "{status}"
+    );
+    let m = sidecar.metrics();
+    assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{}", m.0);
+    assert_eq!(m.get("pulse_server_running_requests", ""), Some(12.0));
 }

@@ -6,6 +6,7 @@ use crate::model::Discovered;
 use crate::paths::normalize;
 use crate::run_identity::Role;
 use crate::sources::discovery::{describe, scan_within, STARTUP_SCAN_WAIT};
+use crate::sources::probe::{SGLANG_HEALTH_INTERVAL, SGLANG_HEALTH_TIMEOUT};
 use std::path::PathBuf;
 
 /// Fills the keys that `raw` leaves unset with what was found. A key given keeps its value,
@@ -30,13 +31,14 @@ pub fn apply(found: &Discovered, raw: &mut RawConfig) {
     if raw.role.is_none_or(Role::probes_server) && server.serves_http {
         if raw.server_health_url.is_none() {
             raw.server_health_url = Some(server.health_url.clone());
-            // SGLang's /health (0.5 on) sends a one-token request and waits up to 20 s for it:
-            // asked once a minute with time to answer, a connection to its port in between.
+            // Known by its command line before any of its metrics are read (SGLang serves
+            // them only with --enable-metrics): asked as SGLang's /health from the start.
             if server.engine == "sglang" {
+                let secs = |d: std::time::Duration| format!("{}s", d.as_secs());
                 raw.server_health_interval
-                    .get_or_insert_with(|| "60s".to_owned());
+                    .get_or_insert_with(|| secs(SGLANG_HEALTH_INTERVAL));
                 raw.server_health_timeout
-                    .get_or_insert_with(|| "25s".to_owned());
+                    .get_or_insert_with(|| secs(SGLANG_HEALTH_TIMEOUT));
             }
         }
         if raw.server_metrics_url.is_none() {

@@ -583,8 +583,8 @@ impl RawConfig {
             None => None,
         };
         let health_timeout = match &self.server_health_timeout {
-            Some(text) => key::server_health_timeout.duration(Some(text))?,
-            None => timeout,
+            Some(text) => Some(key::server_health_timeout.duration(Some(text))?),
+            None => None,
         };
         Ok(ProbeConfig {
             process,

@@ -152,7 +152,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
         family(
             enc,
             "pulse_gpu_process_memory_used_bytes",
-            "GPU memory used per process (with gpu_processes = true); role is server, driver or other when the server or driver is known.",
+            "GPU memory used per process (with gpu_processes = true); role is server, driver or other when the server or driver is known and the process is seen in the sidecar's PID namespace.",
             MetricType::Gauge,
             reading
                 .devices

@@ -52,7 +52,8 @@ pub struct Status {
     /// What `--run-dir` discovery found.
     #[serde(default)]
     pub discovered: Option<Discovered>,
-    /// Who holds GPU memory (with `gpu_processes`): the server, or a stale process.
+    /// Who holds GPU memory (with `gpu_processes`): the server, or a stale process; or that
+    /// the GPU processes are another PID namespace's (docs/deploy.md#what-each-deployment-sees).
     #[serde(default)]
     pub gpu_memory: Option<String>,
     /// Where the run's processes waited when their stacks were last taken (the full dumps

@@ -5,15 +5,17 @@
 //! simulated set of GPUs.
 
 mod nvml;
+mod pids;
 mod simulated;
 
 pub use nvml::{check, start_xid_watcher, NvmlReader};
+use pids::Procfs;
 pub use simulated::Simulated;
 
 use crate::clock;
 use crate::collectors::Collector;
 use crate::lock::Locked;
-use crate::model::Run;
+use crate::model::{GpuPids, Run};
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
 use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
 use serde::{Deserialize, Serialize};
@@ -79,7 +81,13 @@ impl SourceConfig for Settings {
         let Some(reader) = self.reader(&cx.run)? else {
             return Ok(None);
         };
-        let source = GpuSource::new(reader, cx.run.clone(), self.processes, self.timeout);
+        let source = GpuSource::new(
+            reader,
+            cx.run.clone(),
+            self.processes,
+            self.timeout,
+            Procfs::default(),
+        );
         Ok(Some(Built {
             name: "gpu-source",
             collectors: &[Collector::Gpu],
@@ -95,6 +103,11 @@ impl SourceConfig for Settings {
 pub trait GpuReader: Send + 'static {
     /// Reads every GPU once. An error means no GPU could be listed at all.
     fn read(&mut self, processes: bool) -> Result<GpuReading, String>;
+
+    /// Whether the pids it lists are processes of this machine (the simulation's are not).
+    fn lists_real_pids(&self) -> bool {
+        true
+    }
 }
 
 /// Samples the GPUs into the model. The reader runs on a worker thread of its own and each
@@ -107,6 +120,10 @@ pub struct GpuSource {
     results: mpsc::Receiver<(Result<GpuReading, String>, f64)>,
     run: Arc<Mutex<Run>>,
     processes: bool,
+    /// What the process lists' pids are here, decided once: a process does not change its
+    /// PID namespace.
+    pids: GpuPids,
+    procfs: Procfs,
     timeout: Duration,
     /// When the reading in flight was asked for.
     asked: Option<Instant>,
@@ -119,8 +136,17 @@ impl GpuSource {
         run: Arc<Mutex<Run>>,
         processes: bool,
         timeout: Duration,
+        procfs: Procfs,
     ) -> GpuSource {
         run.locked().expect_collector(Collector::Gpu);
+        let pids = match (processes, reader.lists_real_pids()) {
+            (false, _) => GpuPids::NotRead,
+            (true, false) => GpuPids::MadeUp,
+            (true, true) => procfs.pids(),
+        };
+        if pids == GpuPids::Host {
+            tracing::info!("{}", crate::model::PIDS_IN_ANOTHER_NAMESPACE);
+        }
         let (requests, asks) = mpsc::channel::<bool>();
         let (answers, results) = mpsc::channel();
         // Ends when the source is dropped (its sender goes), once a hung call returns.
@@ -143,6 +169,8 @@ impl GpuSource {
             results,
             run,
             processes,
+            pids,
+            procfs,
             timeout,
             asked: None,
             problem: None,
@@ -188,13 +216,14 @@ impl GpuSource {
         match result {
             Ok(mut reading) => {
                 reading.at = clock::now();
+                reading.pids = self.pids;
                 let server = run
                     .discovered()
                     .as_ref()
                     .and_then(|d| d.server.as_ref())
                     .map(|s| s.pid);
                 let driver = run.process().as_ref().and_then(|p| p.pid);
-                attribute(&mut reading, server, driver);
+                self.procfs.attribute(&mut reading, server, driver);
                 run.take_gpus(reading);
                 run.set_collector(Collector::Gpu, true, elapsed);
                 if self.problem.take().is_some() {
@@ -218,53 +247,4 @@ impl crate::sources::Source for GpuSource {
     }
 
     fn save_snapshot(&mut self) {}
-}
-
-/// Marks each GPU process as the server's, the driver's, or neither's, by its ancestry:
-/// inference servers run their GPU work in child processes.
-fn attribute(reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>) {
-    if server.is_none() && driver.is_none() {
-        return;
-    }
-    for p in reading
-        .devices
-        .iter_mut()
-        .flat_map(|g| g.processes.iter_mut())
-    {
-        let role = if descends(p.pid, server) {
-            "server"
-        } else if descends(p.pid, driver) {
-            "driver"
-        } else {
-            "other"
-        };
-        p.role = Some(role.to_owned());
-    }
-}
-
-/// Whether `pid` is `ancestor` or one of its descendants, from `/proc/PID/stat`.
-fn descends(mut pid: u32, ancestor: Option<u32>) -> bool {
-    let Some(ancestor) = ancestor else {
-        return false;
-    };
-    for _ in 0..64 {
-        if pid == ancestor {
-            return true;
-        }
-        let Some((_, parent)) = crate::sources::probe::process::stat(pid) else {
-            return false;
-        };
-        if parent <= 1 {
-            return false;
-        }
-        pid = parent;
-    }
-    false
-}
-
-/// The name of a process, from `/proc/PID/comm`.
-pub(crate) fn process_name(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
 }

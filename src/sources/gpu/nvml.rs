@@ -11,7 +11,7 @@
 //!
 //! A call that hangs is the sampler's concern ([`super::GpuSource`] gives it a deadline).
 
-use super::{process_name, GpuProcess, GpuReader, GpuReading, GpuSample};
+use super::{GpuProcess, GpuReader, GpuReading, GpuSample};
 use crate::lock::Locked;
 use crate::model::Run;
 use nvml_wrapper::bitmasks::event::EventTypes;
@@ -123,6 +123,7 @@ impl GpuReader for NvmlReader {
                         ..GpuSample::default()
                     });
                     row.failing = true;
+                    row.processes_read = false;
                     row.lost = matches!(e, NvmlError::GpuLost);
                     devices.push(row);
                 }
@@ -138,7 +139,7 @@ impl GpuReader for NvmlReader {
         Ok(GpuReading {
             driver_version,
             devices,
-            at: 0.0,
+            ..GpuReading::default()
         })
     }
 }
@@ -165,6 +166,21 @@ fn diagnose(e: &NvmlError, library: Option<&Path>) -> String {
 fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample, NvmlError> {
     let uuid = device.uuid()?;
     let utilization = device.utilization_rates().ok();
+    // Named and told apart by the source, which knows whose pids these are.
+    let listed = processes.then(|| {
+        device.running_compute_processes().map(|list| {
+            list.into_iter()
+                .map(|p| GpuProcess {
+                    pid: p.pid,
+                    used_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(bytes) => bytes,
+                        UsedGpuMemory::Unavailable => 0,
+                    },
+                    ..GpuProcess::default()
+                })
+                .collect::<Vec<_>>()
+        })
+    });
     let memory = device.memory_info().ok();
     Ok(GpuSample {
         index,
@@ -188,24 +204,8 @@ fn sample(index: u32, device: &Device<'_>, processes: bool) -> Result<GpuSample,
             .clock_info(Clock::SM)
             .ok()
             .map(|mhz| f64::from(mhz) * 1e6),
-        processes: if processes {
-            device
-                .running_compute_processes()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| GpuProcess {
-                    pid: p.pid,
-                    name: process_name(p.pid),
-                    used_bytes: match p.used_gpu_memory {
-                        UsedGpuMemory::Used(bytes) => bytes,
-                        UsedGpuMemory::Unavailable => 0,
-                    },
-                    role: None,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        },
+        processes_read: matches!(listed, Some(Ok(_))),
+        processes: listed.and_then(Result::ok).unwrap_or_default(),
         failing: false,
         lost: false,
     })

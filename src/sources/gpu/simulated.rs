@@ -45,11 +45,12 @@ impl GpuReader for Simulated {
                             pid: SERVER_PID + i,
                             name: format!("sglang::scheduler_TP{i}"),
                             used_bytes: used,
-                            role: None,
+                            ..GpuProcess::default()
                         }]
                     } else {
                         Vec::new()
                     },
+                    processes_read: processes,
                     failing: false,
                     lost: false,
                 }
@@ -59,6 +60,12 @@ impl GpuReader for Simulated {
             driver_version: Some("simulated".into()),
             devices,
             at: t,
+            ..GpuReading::default()
         })
+    }
+
+    /// Its workers are made up: a pid it lists may be any process here, or none.
+    fn lists_real_pids(&self) -> bool {
+        false
     }
 }

@@ -56,6 +56,18 @@ const PREEMPTIONS: [&str; 4] = [
     "sglang:total_retracted_reqs",
 ];
 
+/// SGLang's `/health` (0.5 on) sends a one-token request and waits up to 20 s for it: asked
+/// once a minute with time to answer, a connection to its port in between. Its bounds for a
+/// server known to be SGLang, by its command line (discovery) or its metrics' names, where
+/// `server_health_interval` and `server_health_timeout` are not given.
+pub const SGLANG_HEALTH_INTERVAL: Duration = Duration::from_secs(60);
+pub const SGLANG_HEALTH_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Whether an exposition is SGLang's: its engine's own series are named `sglang:…`.
+fn is_sglang(text: &str) -> bool {
+    exposition::samples(text).any(|(name, _, _)| name.starts_with("sglang:"))
+}
+
 /// Whether every engine is asleep: vLLM's `vllm:engine_sleep_state` has a series per engine
 /// and state, `sleep_state="awake"` 0 while that engine sleeps (0.34).
 fn asleep(text: &str) -> Option<bool> {
@@ -75,15 +87,44 @@ pub struct ProbeConfig {
     pub health_url: Option<Url>,
     pub metrics_url: Option<Url>,
     pub timeout: Duration,
-    /// How often the health URL is asked (`None`: every round); between asks, a connection
-    /// to its port says the server lives.
+    /// How often the health URL is asked, where given (else every round, or SGLang's
+    /// interval for SGLang); between asks, a connection to its port says the server lives.
     pub health_interval: Option<Duration>,
-    pub health_timeout: Duration,
+    /// The most one ask of the health URL may take, where given (else `timeout`, or SGLang's
+    /// bound for SGLang).
+    pub health_timeout: Option<Duration>,
+}
+
+/// How the health URL is asked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HealthBounds {
+    /// How often; `None`: every round, and the round waits for the answer.
+    interval: Option<Duration>,
+    timeout: Duration,
+    /// Its 503 says one forward pass outlasted the engine's own bound (a generating
+    /// `/health`, asked on an interval): busy, not down.
+    generating: bool,
 }
 
 impl ProbeConfig {
     pub fn is_empty(&self) -> bool {
         self.process.is_none() && !self.probes_server()
+    }
+
+    /// The bounds given, and for what was not given SGLang's where the server is known to be
+    /// SGLang, else every round within `timeout`.
+    fn health_bounds(&self, sglang: bool) -> HealthBounds {
+        let (interval, timeout) = if sglang {
+            (Some(SGLANG_HEALTH_INTERVAL), SGLANG_HEALTH_TIMEOUT)
+        } else {
+            (None, self.timeout)
+        };
+        let interval = self.health_interval.or(interval);
+        HealthBounds {
+            interval,
+            timeout: self.health_timeout.unwrap_or(timeout),
+            generating: interval.is_some(),
+        }
     }
 
     fn probes_server(&self) -> bool {
@@ -104,6 +145,9 @@ pub struct Probes {
     /// When the health URL was last asked, and the server's health as last known.
     health_asked: Option<Instant>,
     last_health: Option<Health>,
+    /// The server's metrics named it SGLang: its health is asked as SGLang's, configured or
+    /// discovered (docs/configuration.md).
+    sglang: bool,
 }
 
 /// What one ask of the health URL found.
@@ -227,6 +271,7 @@ impl Probes {
             health: None,
             health_asked: None,
             last_health: None,
+            sglang: false,
         }
     }
 
@@ -253,6 +298,7 @@ impl Probes {
         }
         if config.metrics_url != self.config.metrics_url {
             self.generated = None;
+            self.sglang = false;
         }
         if self.config.probes_server() && !config.probes_server() {
             run.forget_server();
@@ -344,6 +390,20 @@ impl Probes {
             checked_at: Some(clock::now()),
             ..ServerState::default()
         };
+        // The metrics first: a server they name SGLang has its health asked as SGLang's from
+        // this round on, its first ask included.
+        let mut metrics_error = None;
+        if let Some(url) = self.config.metrics_url.clone() {
+            match http_client::get(&url, timeout, METRICS_LIMIT).await {
+                Ok((status, body)) if (200..300).contains(&status) => {
+                    let text = String::from_utf8_lossy(&body);
+                    self.learn_engine(&text);
+                    self.read_server_metrics(&text, &mut state)
+                }
+                Ok((status, _)) => metrics_error = Some(format!("{url} answered {status}")),
+                Err(e) => metrics_error = Some(format!("{url}: {e}")),
+            }
+        }
         let mut errors = Vec::new();
         if let Some(url) = self.config.health_url.clone() {
             let health = self.health(&url).await;
@@ -365,24 +425,37 @@ impl Probes {
             state.health_passed = health == Health::Up;
             self.last_health = Some(health);
         }
-        if let Some(url) = self.config.metrics_url.clone() {
-            match http_client::get(&url, timeout, METRICS_LIMIT).await {
-                Ok((status, body)) if (200..300).contains(&status) => {
-                    self.read_server_metrics(&String::from_utf8_lossy(&body), &mut state)
-                }
-                Ok((status, _)) => errors.push(format!("{url} answered {status}")),
-                Err(e) => errors.push(format!("{url}: {e}")),
-            }
-        }
+        errors.extend(metrics_error);
         state.error = (!errors.is_empty()).then(|| errors.join("; "));
         state
     }
 
-    /// The server's health now: the health URL's answer when one is due and back, else (with
-    /// `health_interval` set) whether it accepts a connection, else the last answer.
+    /// Notes a server whose metrics say it is SGLang, and says so where that changes how its
+    /// health is asked.
+    fn learn_engine(&mut self, text: &str) {
+        if self.sglang || !is_sglang(text) {
+            return;
+        }
+        self.sglang = true;
+        let (before, now) = (
+            self.config.health_bounds(false),
+            self.config.health_bounds(true),
+        );
+        if self.config.health_url.is_some() && before != now {
+            tracing::info!(
+                "the server's metrics say it is SGLang, whose /health generates a token: asked every {:?} within {:?}",
+                now.interval.unwrap_or(SGLANG_HEALTH_INTERVAL),
+                now.timeout
+            );
+        }
+    }
+
+    /// The server's health now: the health URL's answer when one is due and back, else (when
+    /// it is asked on an interval) whether it accepts a connection, else the last answer.
     async fn health(&mut self, url: &Url) -> Health {
-        let Some(interval) = self.config.health_interval else {
-            return ask_health(url.clone(), self.config.health_timeout, false).await;
+        let bounds = self.config.health_bounds(self.sglang);
+        let Some(interval) = bounds.interval else {
+            return ask_health(url.clone(), bounds.timeout, false).await;
         };
         if let Some(asked) = self.health.take_if(|h| h.is_finished()) {
             if let Ok(answer) = asked.await {
@@ -393,8 +466,8 @@ impl Probes {
             self.health_asked = Some(Instant::now());
             self.health = Some(tokio::spawn(ask_health(
                 url.clone(),
-                self.config.health_timeout,
-                true,
+                bounds.timeout,
+                bounds.generating,
             )));
         }
         match accepts(url, self.config.timeout).await {
@@ -429,5 +502,80 @@ impl Probes {
             (now > then && total >= before).then(|| (total - before) / (now - then))
         });
         state.generation_tokens_per_second = counted.or_else(|| first(&THROUGHPUT, Combine::Sum));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exposition_with_sglang_series_is_sglangs() {
+        assert!(is_sglang(
+            "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 12.0\n"
+        ));
+        assert!(!is_sglang(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n"
+        ));
+        // A comment that names SGLang is no series of its.
+        assert!(!is_sglang(
+            "# HELP process_cpu sglang:like\nprocess_cpu_seconds_total 4\n"
+        ));
+        assert!(!is_sglang(""));
+    }
+
+    #[test]
+    fn sglang_is_asked_as_sglang_unless_its_bounds_are_given() {
+        let config = ProbeConfig {
+            timeout: Duration::from_secs(2),
+            ..ProbeConfig::default()
+        };
+        let every_round = HealthBounds {
+            interval: None,
+            timeout: Duration::from_secs(2),
+            generating: false,
+        };
+        assert_eq!(config.health_bounds(false), every_round);
+        assert_eq!(
+            config.health_bounds(true),
+            HealthBounds {
+                interval: Some(SGLANG_HEALTH_INTERVAL),
+                timeout: SGLANG_HEALTH_TIMEOUT,
+                generating: true,
+            }
+        );
+        // A bound given wins, each on its own.
+        let given = ProbeConfig {
+            health_timeout: Some(Duration::from_secs(40)),
+            ..config.clone()
+        };
+        assert_eq!(
+            given.health_bounds(true),
+            HealthBounds {
+                interval: Some(SGLANG_HEALTH_INTERVAL),
+                timeout: Duration::from_secs(40),
+                generating: true,
+            }
+        );
+        let given = ProbeConfig {
+            health_interval: Some(Duration::from_secs(10)),
+            ..config
+        };
+        assert_eq!(
+            given.health_bounds(true),
+            HealthBounds {
+                interval: Some(Duration::from_secs(10)),
+                timeout: SGLANG_HEALTH_TIMEOUT,
+                generating: true,
+            }
+        );
+        assert_eq!(
+            given.health_bounds(false),
+            HealthBounds {
+                interval: Some(Duration::from_secs(10)),
+                timeout: Duration::from_secs(2),
+                generating: true,
+            }
+        );
     }
 }

@@ -62,17 +62,49 @@ pub const SGLANG_RANK_1: &[&str] = &[
 pub struct FakeServer {
     pub process: Killed,
     pub port: u16,
+    /// The server's pid as the test sees it (its host's, where it runs in a PID namespace of
+    /// its own).
+    pid: u32,
     _modules: tempfile::TempDir,
 }
 
 impl FakeServer {
     pub fn pid(&self) -> u32 {
-        self.process.0.id()
+        self.pid
     }
 
     /// `engine`'s launch with `args` and a free `--port`, started in `cwd`, once it answers
     /// `/health` (or, where it serves nothing, once its command line is the launch's).
     pub fn start(engine: Engine, args: &[&str], cwd: &Path, serves: bool) -> FakeServer {
+        FakeServer::launch(&[], engine, args, cwd, serves)
+    }
+
+    /// The same, serving, in a new PID namespace (and a mount namespace with its own `/proc`),
+    /// as a pod's or a container's processes are: `sh` is its pid 1 and the server its child,
+    /// and `nsenter --target PID --pid --mount` runs a command beside it. Needs root.
+    pub fn start_in_pid_namespace(engine: Engine, cwd: &Path) -> FakeServer {
+        let unshare = require_tool("unshare", "util-linux");
+        let wrapper = [
+            unshare.to_str().unwrap(),
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "sh",
+            "-c",
+            "\"$@\" & wait",
+            "sh",
+        ];
+        FakeServer::launch(&wrapper, engine, &[], cwd, true)
+    }
+
+    fn launch(
+        wrapper: &[&str],
+        engine: Engine,
+        args: &[&str],
+        cwd: &Path,
+        serves: bool,
+    ) -> FakeServer {
         let modules = tempfile::tempdir().unwrap();
         let (module, options) = engine.launch();
         let file = modules
@@ -86,7 +118,16 @@ impl FakeServer {
             package = package.parent().unwrap();
         }
         let port = free_port();
-        let child = dies_with_its_starter(&mut Command::new(require_tool("python3", "python3")))
+        let python = require_tool("python3", "python3");
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(&python);
+                command
+            }
+            None => Command::new(&python),
+        };
+        let child = dies_with_its_starter(&mut command)
             .args(["-m", module])
             .args(options)
             .args(args)
@@ -106,12 +147,19 @@ impl FakeServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start a fake inference server");
-        let server = FakeServer {
+        let pid = child.id();
+        let mut server = FakeServer {
             process: Killed(child),
             port,
+            pid,
             _modules: modules,
         };
-        let pid = server.pid();
+        if !wrapper.is_empty() {
+            wait_for(&format!("the fake {module} in its namespace"), || {
+                server.pid = grandchild(pid).unwrap_or(pid);
+                server.pid != pid
+            });
+        }
         if serves {
             let addr = format!("127.0.0.1:{port}").parse().unwrap();
             wait_for(&format!("the fake {module} to answer"), || {
@@ -126,4 +174,22 @@ impl FakeServer {
         }
         server
     }
+}
+
+/// The child of `ancestor`'s child, by the pid the test's namespace gives it: the server
+/// that the wrapper's `sh` started (a pyenv shim on the way execs in the same process).
+fn grandchild(ancestor: u32) -> Option<u32> {
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| parent(*pid).and_then(parent) == Some(ancestor))
 }
