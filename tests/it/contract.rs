@@ -109,15 +109,21 @@ fn testdata(name: &str) -> String {
 fn demo_exposition(dir: &Path) -> String {
     let demo = Demo::start(&dir.join("demo"), "10", "3m");
     let mut last = String::new();
+    // The demo's stall lasts seconds: the scrape that shows it firing and the one after its
+    // email went out need not be the same.
+    let mut firing = String::new();
     wait_until("the demo's stall emailed", Duration::from_secs(120), || {
         let answer = common::http_get(demo.addr, "GET", "/metrics", Some(OPENMETRICS));
         if answer.status != 200 {
             return false;
         }
         last = answer.body;
+        if last.contains("pulse_alert_firing{") {
+            firing = last.clone();
+        }
         let sent = "alert=\"Stalled\",result=\"sent\",channel=\"email\"";
         Metrics(last.clone()).get("pulse_notifications_total", sent) >= Some(1.0)
-            && last.contains("pulse_alert_firing{")
+            && !firing.is_empty()
     });
     // The ETA's band needs two windows of the run's history with progress: later in the run.
     let mut later = String::new();
@@ -125,7 +131,7 @@ fn demo_exposition(dir: &Path) -> String {
         later = common::http_get(demo.addr, "GET", "/metrics", Some(OPENMETRICS)).body;
         later.contains("pulse_run_eta_upper_seconds ")
     });
-    last + &later
+    firing + &last + &later
 }
 
 /// A sidecar behind basic auth, with a heartbeat, GPU processes, a vLLM `/metrics` and an
