@@ -3,7 +3,10 @@
 //! produce it.
 
 use super::*;
-use crate::model::{Discovered, DiscoveredServer, ProcessState, ONLY_ONE};
+use crate::model::{
+    Discovered, DiscoveredServer, GpuPids, GpuProcess, GpuReading, GpuSample, ProcessState,
+    ONLY_ONE,
+};
 use crate::parse::{Parser, RunInference};
 use proptest::prelude::*;
 
@@ -147,6 +150,53 @@ proptest! {
             if c.alert == AlertName::ProcessExited {
                 prop_assert!(gone, "{}", c.summary);
             }
+        }
+    }
+
+    /// "It may have crashed" only where every GPU's process list was read in the sidecar's
+    /// own PID namespace and every process on it was told apart, none the server's; "a stale
+    /// process" only for one seen here and told to be neither the server nor the driver.
+    #[test]
+    fn gpu_memory_lines_only_from_what_was_seen(
+        pids in prop::sample::select(vec![GpuPids::NotRead, GpuPids::Ours, GpuPids::Host, GpuPids::MadeUp]),
+        server in prop::option::of(1u32..50),
+        gpus in prop::collection::vec(
+            (any::<bool>(), prop::collection::vec((1u32..50, prop::option::of(0u8..3)), 0..3)),
+            0..5,
+        ),
+    ) {
+        let role = |r: Option<u8>| r.map(|r| ["server", "driver", "other"][usize::from(r)].to_owned());
+        let reading = GpuReading {
+            pids,
+            devices: gpus
+                .iter()
+                .enumerate()
+                .map(|(i, (read, procs))| GpuSample {
+                    index: i as u32,
+                    processes_read: *read,
+                    processes: procs
+                        .iter()
+                        .map(|(pid, r)| GpuProcess { pid: *pid, role: role(*r), ..GpuProcess::default() })
+                        .collect(),
+                    ..GpuSample::default()
+                })
+                .collect(),
+            ..GpuReading::default()
+        };
+        let said = reading.memory_summary(server).unwrap_or_default();
+        let ours = pids == GpuPids::Ours;
+        if said.contains("may have crashed") {
+            let all_told = gpus.iter().all(|(read, procs)| {
+                *read && procs.iter().all(|(_, r)| r.is_some_and(|r| r != 0))
+            });
+            prop_assert!(ours && server.is_some() && all_told && !gpus.is_empty(), "{said} for {gpus:?}");
+        }
+        if said.contains("stale process") {
+            prop_assert!(ours && server.is_some(), "{said}");
+            prop_assert!(gpus.iter().any(|(read, procs)| *read && procs.iter().any(|(_, r)| *r == Some(2))), "{said}");
+        }
+        if pids == GpuPids::NotRead || pids == GpuPids::MadeUp {
+            prop_assert_eq!(said, "");
         }
     }
 }
