@@ -68,6 +68,11 @@ fn is_sglang(text: &str) -> bool {
     exposition::samples(text).any(|(name, _, _)| name.starts_with("sglang:"))
 }
 
+/// Whether an exposition is vLLM's (`vllm:…`).
+fn is_vllm(text: &str) -> bool {
+    exposition::samples(text).any(|(name, _, _)| name.starts_with("vllm:"))
+}
+
 /// Whether every engine is asleep: vLLM's `vllm:engine_sleep_state` has a series per engine
 /// and state, `sleep_state="awake"` 0 while that engine sleeps (0.34).
 fn asleep(text: &str) -> Option<bool> {
@@ -430,9 +435,18 @@ impl Probes {
         state
     }
 
-    /// Notes a server whose metrics say it is SGLang, and says so where that changes how its
-    /// health is asked.
+    /// Notes which engine the server's metrics name, and says so where that changes how its
+    /// health is asked. An exposition that names no engine changes nothing; one that names
+    /// vLLM (another server on the same port) ends SGLang's bounds.
     fn learn_engine(&mut self, text: &str) {
+        if self.sglang && is_vllm(text) {
+            self.sglang = false;
+            if let Some(asked) = self.health.take() {
+                asked.abort();
+            }
+            self.health_asked = None;
+            return;
+        }
         if self.sglang || !is_sglang(text) {
             return;
         }
@@ -522,6 +536,24 @@ mod tests {
             "# HELP process_cpu sglang:like\nprocess_cpu_seconds_total 4\n"
         ));
         assert!(!is_sglang(""));
+        assert!(is_vllm(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n"
+        ));
+    }
+
+    #[test]
+    fn another_engine_on_the_port_ends_sglangs_bounds() {
+        let run = Arc::new(Mutex::new(Run::new(&[])));
+        let mut probes = Probes::new(ProbeConfig::default(), run);
+        probes.learn_engine("sglang:num_running_reqs 12\n");
+        assert!(probes.sglang);
+        probes.learn_engine("process_cpu_seconds_total 4\n");
+        assert!(
+            probes.sglang,
+            "an exposition naming no engine changes nothing"
+        );
+        probes.learn_engine("vllm:num_requests_running{model_name=\"m\"} 3\n");
+        assert!(!probes.sglang);
     }
 
     #[test]
