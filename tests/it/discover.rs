@@ -133,20 +133,6 @@ glob = "{root}/prepared/*/raw_responses.jsonl"
     assert!(got.get("server_metrics_url").is_none());
 }
 
-/// A sidecar on the run folder `root`, looking again every second and probing every 200 ms.
-fn watching(root: &str) -> Sidecar {
-    Sidecar::run(&[
-        "--run-dir",
-        root,
-        "--discover-interval",
-        "1s",
-        "--probe-interval",
-        "200ms",
-        "--gpu",
-        "off",
-    ])
-}
-
 /// The exposition without what depends on when it was taken.
 fn figures(m: &Metrics) -> Vec<String> {
     m.0.lines()

@@ -299,21 +299,7 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
     let server = FakeServer::start(Engine::Sglang, &[], &run, false);
     let stale = Killed(Command::new("sleep").arg("120").spawn().unwrap());
     let (server_pid, stale_pid) = (server.pid(), stale.0.id());
-    let gpus: Vec<String> = (0..8)
-        .map(|i| {
-            let pid = if i < 4 { server_pid } else { stale_pid };
-            format!(
-                r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","memory_total":100,"memory_used":50,"processes":[{{"pid":{pid},"used":50}}]}}"#,
-                0x18 + i
-            )
-        })
-        .collect();
-    let script = dir.path().join("nvml.json");
-    std::fs::write(
-        &script,
-        format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
-    )
-    .unwrap();
+    let script = split_gpus(dir.path(), (server_pid, stale_pid), 50);
     // The same run folder and scripted GPUs, through `status --json` and `run --once`.
     let pulse = |command: &[&str]| {
         Command::new(BIN)
@@ -363,6 +349,27 @@ fn gpu_memory_is_attributed_to_the_server_or_named_as_a_stale_process() {
     ));
 }
 
+/// An NVML script of eight GPUs, `used` of 100 bytes each: GPUs 0–3 held by the first pid,
+/// 4–7 by the second.
+fn split_gpus(dir: &Path, (low, high): (u32, u32), used: u32) -> std::path::PathBuf {
+    let gpus: Vec<String> = (0..8)
+        .map(|i| {
+            let pid = if i < 4 { low } else { high };
+            format!(
+                r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","memory_total":100,"memory_used":{used},"processes":[{{"pid":{pid},"used":{used}}}]}}"#,
+                0x18 + i
+            )
+        })
+        .collect();
+    let script = dir.join("nvml.json");
+    std::fs::write(
+        &script,
+        format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
+    )
+    .unwrap();
+    script
+}
+
 fn status_json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
@@ -391,21 +398,7 @@ fn in_a_pid_namespace_of_its_own_the_sidecar_says_the_gpu_processes_are_anothers
     let server = FakeServer::start_in_pid_namespace(Engine::Sglang, &run);
     let host = Killed(Command::new("sleep").arg("120").spawn().unwrap());
     let (server_pid, host_pid) = (server.pid(), host.0.id());
-    let gpus: Vec<String> = (0..8)
-        .map(|i| {
-            let pid = if i < 4 { server_pid } else { host_pid };
-            format!(
-                r#"{{"name":"NVIDIA H200","uuid":"GPU-{i}","pci_bus_id":"00000000:{:02X}:00.0","memory_total":100,"memory_used":60,"processes":[{{"pid":{pid},"used":60}}]}}"#,
-                0x18 + i
-            )
-        })
-        .collect();
-    let script = dir.path().join("nvml.json");
-    std::fs::write(
-        &script,
-        format!(r#"{{"driver_version":"550","gpus":[{}]}}"#, gpus.join(",")),
-    )
-    .unwrap();
+    let script = split_gpus(dir.path(), (server_pid, host_pid), 60);
     // Beside the server, in its PID namespace and with its `/proc`.
     let pulse = |command: &[&str]| {
         Command::new(&nsenter)

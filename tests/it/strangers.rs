@@ -65,16 +65,7 @@ fn a_sidecar_started_before_its_driver_follows_the_run_beside_a_stranger() {
     let _stranger = stranger(dir.path());
     let root: PathBuf = dir.path().join("synth_100k");
     std::fs::create_dir_all(&root).unwrap();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        path_str(&root),
-        "--discover-interval",
-        "1s",
-        "--probe-interval",
-        "200ms",
-        "--gpu",
-        "off",
-    ]);
+    let sidecar = watching(path_str(&root));
     let _driver = Killed(python(REOPENING, &[path_str(&root)]));
     wait_for("the driver to finish writing", || {
         root.join("done").exists()

@@ -416,6 +416,20 @@ impl Demo {
     }
 }
 
+/// A sidecar on the run folder `root`, looking again every second and probing every 200 ms.
+pub fn watching(root: &str) -> Sidecar {
+    Sidecar::run(&[
+        "--run-dir",
+        root,
+        "--discover-interval",
+        "1s",
+        "--probe-interval",
+        "200ms",
+        "--gpu",
+        "off",
+    ])
+}
+
 pub struct Killed(pub Child);
 
 impl Drop for Killed {
