@@ -281,8 +281,11 @@ fn an_arrays_tasks_are_counted_from_any_one_of_them() {
     );
     cluster.reset_rpcs();
     let array = cluster.sbatch(&["-t", "5", "--array=0-3%2", "-J", "parts"], &script);
+    // Known from its environment at once; its array counted once the controller answered.
     let info = poll("task 0 known", Duration::from_secs(90), || {
-        job_info(&sidecar).ok_or_else(|| sidecar.metrics().0)
+        job_info(&sidecar)
+            .filter(|i| !i["state"].is_empty())
+            .ok_or_else(|| sidecar.metrics().0)
     });
     assert_eq!(info["array_job_id"], array.to_string());
     assert_eq!(info["array_task_id"], "0");
