@@ -42,7 +42,7 @@ collectors! {
     Gpu = "gpu": "the GPUs through NVML (`gpu` says how)",
     Process = "process": "the driver process (`process_match`, `pid_file`)",
     Server = "server": "the inference server: its health and metrics URLs and its own logs",
-    Slurm = "slurm": "the run's SLURM job: its environment, and what its controller says of it and of its array (`squeue`)",
+    Slurm = "slurm": "the run's SLURM job: its environment, the prolog's file, and what its controller says of it and of its array (`scontrol show job`, rarely)",
     History = "history": "the recent past the page's charts, `/api/history`, the ETA's band and ThroughputDrop read",
     Exporter = "exporter": "the sidecar's own `process_*` and HTTP server families (also `web.disable-exporter-metrics`)",
 }

@@ -1,6 +1,7 @@
-//! The SLURM job a run is part of (docs/slurm.md): who it is (its environment), what its
-//! controller says of it (state, reason, end time, restarts) and of its array's tasks. Pure: the
-//! source reads the environment and asks the controller; this judges what they said.
+//! The SLURM job a run is part of (docs/slurm.md): who it is (its environment), what the site's
+//! prolog wrote of it, what its controller says of it (state, reason, end time, restarts) and of
+//! its array's tasks, and when the controller is asked. Pure: the source reads the environment
+//! and the prolog's file and asks the controller; this judges what they said.
 
 use super::{Run, Seconds};
 use serde::{Deserialize, Serialize};
@@ -57,7 +58,8 @@ impl JobEnv {
     }
 }
 
-/// What the controller says of the job now (`squeue --json`).
+/// What the controller says of the job now (`scontrol show job`), or what the prolog's file
+/// said of it at its start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobState {
     /// `RUNNING`, `PENDING`, `TIMEOUT`, `CANCELLED`, `COMPLETED`, `FAILED`, `PREEMPTED`,
@@ -80,6 +82,162 @@ pub struct ArrayTasks {
     pub running: u32,
     pub failed: u32,
     pub done: u32,
+}
+
+/// What the site's prolog wrote for the job on this node (docs/slurm.md#the-prolog-file):
+/// `KEY=value` lines, as `deploy/slurm/prolog.sh` writes them from its one ask at the job's
+/// start. The facts the sidecar would otherwise ask the controller for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFile {
+    pub job_id: String,
+    pub array_job_id: Option<String>,
+    pub array_task_id: Option<String>,
+    pub restart_count: u32,
+    pub start_time: Option<Seconds>,
+    pub end_time: Option<Seconds>,
+    pub time_limit_minutes: Option<u64>,
+}
+
+impl JobFile {
+    /// The file's facts; `None` without a job id. Unknown keys are skipped: a site may add its
+    /// own.
+    pub fn parse(text: &str) -> Option<JobFile> {
+        let mut f = JobFile::default();
+        for line in text.lines() {
+            let Some((key, value)) = line.trim().split_once('=') else {
+                continue;
+            };
+            let value = value.trim().trim_matches('"');
+            let text = || (!value.is_empty()).then(|| value.to_owned());
+            let number = || value.parse::<u64>().ok().filter(|n| *n > 0);
+            match key.trim() {
+                "SLURM_JOB_ID" => f.job_id = value.to_owned(),
+                "SLURM_ARRAY_JOB_ID" => f.array_job_id = text(),
+                "SLURM_ARRAY_TASK_ID" => f.array_task_id = text(),
+                "SLURM_RESTART_COUNT" => f.restart_count = value.parse().unwrap_or(0),
+                "START_TIME" => f.start_time = number().map(|n| n as Seconds),
+                "END_TIME" => f.end_time = number().map(|n| n as Seconds),
+                "TIME_LIMIT" => f.time_limit_minutes = number(),
+                _ => {}
+            }
+        }
+        let id_ok = !f.job_id.is_empty() && f.job_id.bytes().all(|b| b.is_ascii_digit());
+        id_ok.then_some(f)
+    }
+
+    /// Whether it gives what the controller would be asked for: the job's end.
+    pub fn has_end(&self) -> bool {
+        self.end_time.is_some()
+    }
+
+    /// The job as the prolog saw it: running, since the prolog runs as it starts.
+    pub fn state(&self) -> JobState {
+        JobState {
+            state: "RUNNING".to_owned(),
+            reason: None,
+            start_time: self.start_time,
+            end_time: self.end_time,
+            time_limit_minutes: self.time_limit_minutes,
+            restart_count: self.restart_count,
+        }
+    }
+}
+
+/// Why the controller is asked now (docs/slurm.md#when-it-asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    FirstSight,
+    DriverExited,
+    Warned,
+    Retry,
+    Interval,
+}
+
+impl Why {
+    pub fn says(self) -> &'static str {
+        match self {
+            Why::FirstSight => "the job is new",
+            Why::DriverExited => "its driver exited",
+            Why::Warned => "its warning signal came",
+            Why::Retry => "the last ask failed",
+            Why::Interval => "slurm_interval passed",
+        }
+    }
+}
+
+/// When the SLURM source asks the controller about the run's job: the question costs the
+/// controller the same at any queue size, but a cluster has thousands of nodes asking it.
+/// Asked once the job is seen, when its driver exits and when its warning signal comes, each
+/// put off by the node's own share of `spread` (so that the tasks of an array that start or
+/// end together do not ask together), and otherwise every `interval`; not at all for what the
+/// prolog's file gave, unless an event asks. A failed ask is tried again sooner, doubling from
+/// a minute up to `interval`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Asks {
+    /// The job these are about: its id and restart count (a requeued job's new life is
+    /// asked about afresh).
+    pub job: (String, u32),
+    pub seen_at: Seconds,
+    /// This node's share of the spread for this job ([`spread_offset`]).
+    pub offset: Seconds,
+    pub asked_at: Option<Seconds>,
+    /// Failed asks in a row.
+    pub failures: u32,
+    pub driver_exited_at: Option<Seconds>,
+    pub warned_at: Option<Seconds>,
+    /// The prolog's file gave the job's end, and the job is no array task (whose array's
+    /// tasks only the controller can count).
+    pub facts_given: bool,
+}
+
+impl Asks {
+    /// Asks about `job`, first seen `now`, put off by `offset`.
+    pub fn new(job: (String, u32), now: Seconds, offset: Seconds) -> Asks {
+        Asks {
+            job,
+            seen_at: now,
+            offset,
+            ..Asks::default()
+        }
+    }
+
+    /// Why the controller is to be asked at `now`, if it is.
+    pub fn due(&self, interval: Seconds, now: Seconds) -> Option<Why> {
+        let unanswered = |t: Option<Seconds>| t.filter(|t| self.asked_at.is_none_or(|a| *t > a));
+        let ready = |t: Seconds| now >= t + self.offset;
+        if unanswered(self.driver_exited_at).is_some_and(ready) {
+            return Some(Why::DriverExited);
+        }
+        if unanswered(self.warned_at).is_some_and(ready) {
+            return Some(Why::Warned);
+        }
+        match self.asked_at {
+            None if !self.facts_given && ready(self.seen_at) => Some(Why::FirstSight),
+            None => None,
+            Some(at) if self.failures > 0 => {
+                let backoff = 60.0 * 2f64.powi(self.failures.min(16) as i32 - 1);
+                (now >= at + backoff.min(interval)).then_some(Why::Retry)
+            }
+            Some(at) => (!self.facts_given && now >= at + interval).then_some(Why::Interval),
+        }
+    }
+
+    /// An ask was made at `now`; `ok`: the controller answered.
+    pub fn asked(&mut self, now: Seconds, ok: bool) {
+        self.asked_at = Some(now);
+        self.failures = if ok { 0 } else { self.failures + 1 };
+    }
+}
+
+/// This node's share of `spread` for a job: the same on every look (a hash of the host and the
+/// job, FNV-1a), different from node to node and from task to task.
+pub fn spread_offset(host: &str, job_id: &str, spread: Seconds) -> Seconds {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in host.bytes().chain([0]).chain(job_id.bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    spread * (hash % 10_000) as Seconds / 10_000.0
 }
 
 /// How a job ended, when SLURM ended it and not the run's own driver.
@@ -117,6 +275,12 @@ pub struct SlurmJob {
     /// Why the last ask failed, while it does.
     pub error: Option<String>,
     pub errors: u64,
+    /// Asks of the controller so far, failed ones included.
+    #[serde(default)]
+    pub asks: u64,
+    /// The prolog's file the job's state came from, while the controller has not answered.
+    #[serde(default)]
+    pub file: Option<String>,
     /// When the sidecar got the job's warning signal (`--signal=B:USR1@N`, passed on).
     pub warned_at: Option<Seconds>,
     /// The sidecar runs inside the job, and SLURM's SIGTERM reached it: the controller ends
@@ -133,6 +297,15 @@ impl SlurmJob {
             .as_ref()
             .map_or(0, |c| c.restart_count)
             .max(self.env.restart_count)
+    }
+
+    /// Since when its last known state stands: the controller's last answer, else the
+    /// prolog's file (written at the job's start).
+    pub fn known_since(&self) -> Option<Seconds> {
+        match (&self.file, self.answered_at) {
+            (Some(_), _) => self.controller.as_ref()?.start_time,
+            (None, at) => at,
+        }
     }
 
     /// When the controller will end the job (its time limit), while it runs.
@@ -180,12 +353,26 @@ impl Run {
         self.slurm.as_ref()?.ended()
     }
 
-    /// The job's environment read again between asks: a requeue's count may be newer than
-    /// the controller's last answer.
-    pub fn slurm_env_seen(&mut self, env: &JobEnv) {
-        if let Some(job) = self.slurm.as_mut() {
-            job.env.restart_count = job.env.restart_count.max(env.restart_count);
+    /// The job `env` names, read from `from` (empty when the known job is looked at again):
+    /// known before the controller is asked, and a requeue's count (its environment's) may be
+    /// newer than the controller's last answer. Another job id starts afresh; returns whether
+    /// it did.
+    pub fn slurm_seen(&mut self, env: JobEnv, from: String) -> bool {
+        let job = self.slurm.get_or_insert_with(SlurmJob::default);
+        let new = job.env.job_id != env.job_id;
+        if new {
+            *job = SlurmJob {
+                env,
+                from,
+                ..SlurmJob::default()
+            };
+            return true;
         }
+        if !from.is_empty() {
+            job.from = from;
+        }
+        job.env.restart_count = job.env.restart_count.max(env.restart_count);
+        false
     }
 
     /// What the controller answered about the job `env` names (read from `from`; empty when
@@ -207,11 +394,13 @@ impl Run {
             job.from = from;
         }
         job.env = env;
+        job.asks += 1;
         match answer {
             Ok((state, array)) => {
                 // A job no longer listed (past MinJobAge) keeps its last known state.
                 if state.is_some() {
                     job.controller = state;
+                    job.file = None;
                 }
                 job.array = array.or(job.array);
                 job.answered_at = Some(now);
@@ -222,6 +411,24 @@ impl Run {
                 job.errors += 1;
             }
         }
+        new
+    }
+
+    /// What the site's prolog wrote of the job `env` names (docs/slurm.md#the-prolog-file), at
+    /// `path`, read when it was written or rewritten: the job's state as of then, until the
+    /// controller says otherwise. Another job id starts afresh; returns whether it did.
+    pub fn slurm_file(&mut self, env: JobEnv, from: String, file: &JobFile, path: String) -> bool {
+        let job = self.slurm.get_or_insert_with(SlurmJob::default);
+        let new = job.env.job_id != env.job_id;
+        if new {
+            *job = SlurmJob::default();
+        }
+        if !from.is_empty() {
+            job.from = from;
+        }
+        job.env = env;
+        job.controller = Some(file.state());
+        job.file = Some(path);
         new
     }
 
@@ -243,6 +450,8 @@ impl Run {
     ) {
         if let Some(job) = self.slurm.as_mut() {
             job.terminated_inside = inside && state.state == "COMPLETING";
+            job.asks += 1;
+            job.file = None;
             job.controller = Some(state);
             job.array = array.or(job.array);
             job.answered_at = Some(now);
@@ -293,6 +502,93 @@ mod tests {
         let saved = serde_json::to_string(&run).unwrap();
         let restored: Run = serde_json::from_str(&saved).unwrap();
         assert_eq!(restored.slurm, None);
+    }
+
+    #[test]
+    fn the_prolog_file_gives_the_jobs_end() {
+        let text =
+            "# pipeline-pulse\nSLURM_JOB_ID=12\nSLURM_ARRAY_JOB_ID=10\nSLURM_ARRAY_TASK_ID=2\n\
+                    SLURM_RESTART_COUNT=1\nSTART_TIME=1000\nEND_TIME=1180\nTIME_LIMIT=3\nSITE=x\n";
+        let f = JobFile::parse(text).unwrap();
+        assert_eq!(f.array_job_id.as_deref(), Some("10"));
+        assert!(f.has_end());
+        let s = f.state();
+        assert_eq!(s.state, "RUNNING");
+        assert_eq!(
+            (s.end_time, s.time_limit_minutes, s.restart_count),
+            (Some(1180.0), Some(3), 1)
+        );
+        // Unlimited: no end, no limit.
+        let f = JobFile::parse("SLURM_JOB_ID=4\nEND_TIME=\nTIME_LIMIT=\n").unwrap();
+        assert!(!f.has_end());
+        assert_eq!(JobFile::parse("END_TIME=5\n"), None);
+    }
+
+    #[test]
+    fn the_controller_is_asked_rarely_and_when_it_matters() {
+        let interval = 300.0;
+        let mut asks = Asks::new(("7".into(), 0), 1000.0, 12.0);
+        // First sight, put off by this node's share of the spread.
+        assert_eq!(asks.due(interval, 1000.0), None);
+        assert_eq!(asks.due(interval, 1012.0), Some(Why::FirstSight));
+        asks.asked(1012.0, true);
+        assert_eq!(asks.due(interval, 1300.0), None);
+        assert_eq!(asks.due(interval, 1312.0), Some(Why::Interval));
+        asks.asked(1312.0, true);
+        // The driver's exit: asked at once but for the spread, not at the interval.
+        asks.driver_exited_at = Some(1400.0);
+        assert_eq!(asks.due(interval, 1405.0), None);
+        assert_eq!(asks.due(interval, 1412.0), Some(Why::DriverExited));
+        asks.asked(1412.0, true);
+        assert_eq!(asks.due(interval, 1413.0), None, "answered");
+        asks.warned_at = Some(1500.0);
+        assert_eq!(asks.due(interval, 1512.0), Some(Why::Warned));
+        // A failed ask: again after a minute, then two, never later than the interval.
+        asks.asked(1512.0, false);
+        assert_eq!(asks.due(interval, 1571.0), None);
+        assert_eq!(asks.due(interval, 1572.0), Some(Why::Retry));
+        asks.asked(1572.0, false);
+        assert_eq!(asks.due(interval, 1691.0), None);
+        assert_eq!(asks.due(interval, 1692.0), Some(Why::Retry));
+        asks.failures = 9;
+        assert_eq!(asks.due(interval, 1572.0 + interval), Some(Why::Retry));
+    }
+
+    #[test]
+    fn the_prolog_files_facts_spare_the_controller_until_something_happens() {
+        let mut asks = Asks {
+            facts_given: true,
+            ..Asks::new(("7".into(), 0), 1000.0, 0.0)
+        };
+        assert_eq!(asks.due(300.0, 1000.0), None);
+        assert_eq!(asks.due(300.0, 1_000_000.0), None);
+        asks.driver_exited_at = Some(2000.0);
+        assert_eq!(asks.due(300.0, 2000.0), Some(Why::DriverExited));
+        asks.asked(2000.0, true);
+        assert_eq!(asks.due(300.0, 1_000_000.0), None);
+    }
+
+    #[test]
+    fn the_spread_is_the_nodes_own_and_within_bounds() {
+        let a = spread_offset("node001", "4242", 30.0);
+        assert_eq!(
+            a,
+            spread_offset("node001", "4242", 30.0),
+            "the same every time"
+        );
+        assert!((0.0..30.0).contains(&a));
+        let all: Vec<Seconds> = (0..1000)
+            .map(|i| spread_offset("node001", &format!("{}", 5000 + i), 30.0))
+            .collect();
+        assert!(all.iter().all(|o| (0.0..30.0).contains(o)));
+        // A thousand tasks that start together: spread over the whole span, a few per second.
+        let per_second = |s: usize| all.iter().filter(|o| **o as usize == s).count();
+        assert!(
+            (0..30).all(|s| (10..70).contains(&per_second(s))),
+            "{:?}",
+            (0..30).map(per_second).collect::<Vec<_>>()
+        );
+        assert_eq!(spread_offset("node001", "4242", 0.0), 0.0);
     }
 
     #[test]

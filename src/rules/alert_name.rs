@@ -119,6 +119,10 @@ pub struct Condition {
     /// evidence of work, so that a RESOLVED "lasted" counts what the FIRING "for" counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub began_at: Option<f64>,
+    /// The longest its rule's `for` may hold it back now, where waiting the whole `for` would
+    /// page too late to act (RunLate near its deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_at_most: Option<f64>,
 }
 
 #[cfg(test)]
@@ -132,6 +136,7 @@ impl Condition {
             details: String::new(),
             cause: None,
             began_at: None,
+            wait_at_most: None,
         }
     }
 }
@@ -146,6 +151,12 @@ impl Condition {
     /// The condition whose likely cause is `cause`.
     pub fn caused(mut self, cause: Cause) -> Condition {
         self.cause = Some(cause);
+        self
+    }
+
+    /// The condition whose `for` may hold it back `seconds` at most.
+    pub fn waiting_at_most(mut self, seconds: f64) -> Condition {
+        self.wait_at_most = Some(seconds);
         self
     }
 

@@ -37,6 +37,7 @@ fn condition(
         details,
         cause: None,
         began_at: None,
+        wait_at_most: None,
     }
 }
 
@@ -485,6 +486,11 @@ pub(super) fn duplicate_records(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition>
         .collect()
 }
 
+/// The share of the time left to the deadline that RunLate's `for` may wait at most: a job
+/// with minutes left is paged while there are minutes to act, not after its end
+/// (docs/alerts.md, RunLate).
+const RUN_LATE_WAIT: f64 = 0.25;
+
 pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     let p = j.run.projection(j.now);
     let (Some(deadline), Some(eta)) = (p.deadline, p.eta_seconds) else {
@@ -538,7 +544,8 @@ pub(super) fn run_late(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
             human(left),
             remaining / left
         ),
-    )]
+    )
+    .waiting_at_most((deadline - j.now).max(0.0) * RUN_LATE_WAIT)]
 }
 
 pub(super) fn log_output_mismatch(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {

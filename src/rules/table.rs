@@ -223,7 +223,7 @@ pub const TABLE: &[Rule] = &[
     Rule {
         alert: AlertName::RunLate,
         for_seconds: 900.0,
-        fires: r#"the ETA's upper bound (the band's slow end, [status](status.md#the-eta-and-its-band)) passes the `deadline`; says when the run ends at the current rate, how late, and the rate it needs; resolves when the projection comes back inside; never once the run is finished"#,
+        fires: r#"the ETA's upper bound (the band's slow end, [status](status.md#the-eta-and-its-band)) passes the `deadline` (or the SLURM job's end); says when the run ends at the current rate, how late, and the rate it needs; resolves when the projection comes back inside; never once the run is finished. Its `for` waits at most a quarter of the time left to the deadline, so that a job with minutes left is paged while they are left"#,
         check: run_late,
         ..DEFAULT
     },

@@ -923,3 +923,27 @@ fn a_partition_finished_on_its_files_before_its_log_says_the_files_count() {
         .unwrap_or_else(|| panic!("no PartitionFinished: {c:?}"));
     assert_eq!(finished.summary, "40 requests done");
 }
+
+/// A run late for a deadline three minutes away is paged while there is time to act: RunLate's
+/// `for` (15 minutes) waits at most a quarter of the time left.
+#[test]
+fn run_late_waits_no_longer_than_a_share_of_the_time_left() {
+    let mut run = active_run();
+    let plan = crate::model::Plan {
+        deadline: Some(crate::model::Deadline::At(T0 + 60.0 + 180.0)),
+        ..run.plan().clone()
+    };
+    run.configure(plan, None, crate::collectors::Collectors::all(), None);
+    let late: Vec<Condition> = eval(&run, T0 + 60.0)
+        .into_iter()
+        .filter(|c| c.alert == AlertName::RunLate)
+        .collect();
+    assert_eq!(late.len(), 1, "840 requests at 1 a second need 14 minutes");
+    assert_eq!(late[0].wait_at_most, Some(45.0));
+    let later = eval(&run, T0 + 60.0 + 100.0);
+    let late = later
+        .iter()
+        .find(|c| c.alert == AlertName::RunLate)
+        .unwrap();
+    assert_eq!(late.wait_at_most, Some(20.0));
+}

@@ -149,7 +149,7 @@ fn served_exposition(dir: &Path) -> String {
     std::fs::write(
         &config,
         format!(
-            "web_config_file = {:?}\nhealth_without_auth = true\nheartbeat_url = {:?}\nheartbeat_interval = \"1s\"\n[[actions]]\non = [\"ServerHung\"]\ncommand = [\"/bin/true\"]\n",
+            "web_config_file = {:?}\nhealth_without_auth = true\nheartbeat_url = {:?}\nheartbeat_interval = \"1s\"\nslurm_spread = \"0s\"\n[[actions]]\non = [\"ServerHung\"]\ncommand = [\"/bin/true\"]\n",
             path_str(&web),
             heartbeat.url("/ping")
         ),
@@ -165,29 +165,33 @@ fn served_exposition(dir: &Path) -> String {
     )
     .unwrap();
     // Inside task 0 of a SLURM array whose controller answers what SLURM 22.05 answered
-    // (tests/testdata/slurm/squeue-22.05-array.json), through a squeue that prints it.
+    // (tests/testdata/slurm/scontrol-22.05-epoch-array.txt), through a scontrol that prints it.
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let squeue = bin.join("squeue");
+    let scontrol = bin.join("scontrol");
     std::fs::write(
-        &squeue,
+        &scontrol,
         format!(
-            "#!/bin/sh\nexec cat {}/tests/testdata/slurm/squeue-22.05-array.json\n",
+            "#!/bin/sh\nexec cat {}/tests/testdata/slurm/scontrol-22.05-epoch-array.txt\n",
             env!("CARGO_MANIFEST_DIR")
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&squeue, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        &scontrol,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let job = [
-        ("SLURM_JOB_ID", "2"),
-        ("SLURM_ARRAY_JOB_ID", "1"),
+        ("SLURM_JOB_ID", "3"),
+        ("SLURM_ARRAY_JOB_ID", "2"),
         ("SLURM_ARRAY_TASK_ID", "0"),
-        ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ("SLURM_ARRAY_TASK_COUNT", "10"),
     ];
     let env: Vec<(&str, &Path)> = job
         .iter()

@@ -1,8 +1,9 @@
 //! A real SLURM (Debian's slurm-wlm 22.05 and munge, started by `tests/slurm/cluster.sh` in
 //! each test's own folder) running the run's driver as a batch job, and the sidecar beside it
-//! as a node service would run: it reads the job from the driver's environment and asks the
-//! controller with `squeue`. Time limits of 2 minutes, the shortest SLURM enforces to the
-//! minute; the controller checks them every 30 s, and the sidecar asks it every 30 s.
+//! as a node service would run: it reads the job from the driver's environment, or the
+//! prolog's file, and asks the controller about that job alone (`scontrol show job`). Time
+//! limits of 2 or 3 minutes, the shortest SLURM enforces to the minute; the controller checks
+//! them every 30 s. `sdiag` counts what the sidecar asked the controller.
 
 use crate::common::receiver::Receiver;
 use crate::common::repo::repo_file;
@@ -22,14 +23,15 @@ fn job_script(log: &Path, total: u32, rate: f64) -> String {
 }
 
 /// The sidecar beside the job: the progress log, the driver by its log's path on its command
-/// line, the controller through `SLURM_CONF`; every notification to `hook`.
+/// line, the controller through `SLURM_CONF`, asked at once (no spread); every notification to
+/// `hook`; `extra`: top-level keys of the test's own.
 fn sidecar(cluster: &Cluster, dir: &Path, log: &Path, hook: &Receiver, extra: &str) -> Sidecar {
     let config = dir.join("pulse.toml");
     std::fs::write(
         &config,
         format!(
             "probe_interval = \"1s\"\nalert_interval = \"500ms\"\nslurm_timeout = \"3s\"\n\
-             [rules.RunLate]\nfor = \"0s\"\n{extra}\
+             slurm_spread = \"0s\"\n{extra}[rules.RunLate]\nfor = \"0s\"\n\
              [[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n",
             hook.url("/hook")
         ),
@@ -106,7 +108,7 @@ fn a_job_that_will_miss_its_time_limit_pages_run_late_then_its_end_is_told_not_a
         .metrics()
         .get("pulse_slurm_job_end_time_seconds", "")
         .unwrap();
-    assert_eq!(end, theirs["end_time"].as_f64().unwrap(), "{theirs}");
+    assert_eq!(end.to_string(), theirs["EndTime"], "{theirs:?}");
     assert_eq!(
         sidecar
             .metrics()
@@ -169,7 +171,14 @@ fn a_requeued_job_resumes_as_the_same_run_a_cancel_is_told_and_a_stopped_control
     let cluster = Cluster::start(&dir.path().join("slurm"));
     let log = dir.path().join("run.log");
     let hook = Receiver::start(&[]);
-    let sidecar = sidecar(&cluster, dir.path(), &log, &hook, "");
+    // Asked every 30 s, so that a stopped controller is met within the test's minutes.
+    let sidecar = sidecar(
+        &cluster,
+        dir.path(),
+        &log,
+        &hook,
+        "slurm_interval = \"30s\"\n",
+    );
     let job = cluster.sbatch(&["-t", "10", "-J", "synth"], &job_script(&log, 2000, 2.0));
     poll("the job known", Duration::from_secs(90), || {
         job_info(&sidecar)
@@ -235,9 +244,14 @@ fn a_requeued_job_resumes_as_the_same_run_a_cancel_is_told_and_a_stopped_control
     );
     signal(ctld, libc::SIGCONT);
 
-    // Cancelled: told as a cancel, not as the driver's crash.
+    // Cancelled: told as a cancel, not as the driver's crash. (The requeue, asked about at its
+    // driver's exit, may have been told as one before.)
+    let before = told(&hook, "SlurmJobEnded", "firing").len();
     cluster.run("scancel", &[&job.to_string()]);
-    let ended = wait_told(&hook, "SlurmJobEnded", Duration::from_secs(90));
+    hook.wait("SlurmJobEnded", Duration::from_secs(90), |_| {
+        told(&hook, "SlurmJobEnded", "firing").len() > before
+    });
+    let ended = told(&hook, "SlurmJobEnded", "firing").remove(before);
     assert_eq!(
         ended["annotations"]["summary"],
         format!("SLURM job {job} was cancelled")
@@ -257,10 +271,21 @@ fn an_arrays_tasks_are_counted_from_any_one_of_them() {
         path_str(dir.path())
     );
     let log = dir.path().join("task-0.log");
-    let sidecar = sidecar(&cluster, dir.path(), &log, &hook, "");
+    // Asked every 30 s: the later tasks end after task 0's driver, whose exit asks too.
+    let sidecar = sidecar(
+        &cluster,
+        dir.path(),
+        &log,
+        &hook,
+        "slurm_interval = \"30s\"\n",
+    );
+    cluster.reset_rpcs();
     let array = cluster.sbatch(&["-t", "5", "--array=0-3%2", "-J", "parts"], &script);
+    // Known from its environment at once; its array counted once the controller answered.
     let info = poll("task 0 known", Duration::from_secs(90), || {
-        job_info(&sidecar).ok_or_else(|| sidecar.metrics().0)
+        job_info(&sidecar)
+            .filter(|i| !i["state"].is_empty())
+            .ok_or_else(|| sidecar.metrics().0)
     });
     assert_eq!(info["array_job_id"], array.to_string());
     assert_eq!(info["array_task_id"], "0");
@@ -280,6 +305,10 @@ fn an_arrays_tasks_are_counted_from_any_one_of_them() {
     let status = get_json(sidecar.addr, "/status").unwrap();
     assert_eq!(status["slurm"]["array"]["total"], 4, "{status}");
     assert!(told(&hook, "SlurmJobEnded", "firing").is_empty());
+    // Counted from the array's own records, never from a listing of the queue.
+    let rpcs = cluster.rpcs();
+    assert!(!rpcs.contains_key("REQUEST_JOB_INFO"), "{rpcs:?}");
+    assert!(rpcs.contains_key("REQUEST_JOB_INFO_SINGLE"), "{rpcs:?}");
 }
 
 /// deploy/slurm/pipeline-pulse.sbatch as a user submits it: the sidecar inside the job on a
@@ -375,4 +404,264 @@ fn the_sbatch_template_runs_the_sidecar_inside_the_job_and_tells_its_warning_and
         run.join(".pipeline-pulse").join("alerts.json").exists(),
         "its state saved in the run folder"
     );
+}
+
+/// Held jobs in the busy queue: the issue's 10,000 (about 100 s to submit on two busy cores),
+/// where one `squeue --json` is 31 MB; `PULSE_SLURM_QUEUE` sets another size.
+fn busy_queue() -> usize {
+    std::env::var("PULSE_SLURM_QUEUE")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// A sidecar with the defaults that matter here (RunLate's `for` of 15 minutes, asks spread
+/// over 30 s and every 5 minutes), quick looks, every notification to `hook`.
+fn sidecar_with_defaults(
+    cluster: &Cluster,
+    dir: &Path,
+    log: &Path,
+    hook: &Receiver,
+    extra: &str,
+) -> Sidecar {
+    let config = dir.join("pulse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "probe_interval = \"1s\"\nalert_interval = \"500ms\"\n{extra}\
+             [[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n",
+            hook.url("/hook")
+        ),
+    )
+    .unwrap();
+    Sidecar::run_with_env(
+        &[
+            "--log",
+            path_str(log),
+            "--process-match",
+            path_str(log),
+            "--run-name",
+            "synth",
+            "--config",
+            path_str(&config),
+            "--gpu",
+            "off",
+        ],
+        &[("SLURM_CONF", &cluster.conf)],
+    )
+}
+
+/// The driver of `log` (it names its log on its command line).
+fn driver_pid(log: &Path) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        (cmdline.contains("slow_driver.py") && cmdline.contains(path_str(log))).then_some(pid)
+    })
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn single_lookups(rpcs: &std::collections::BTreeMap<String, (u64, u64)>) -> u64 {
+    rpcs.get("REQUEST_JOB_INFO_SINGLE").map_or(0, |r| r.0)
+}
+
+/// A cluster whose queue is busy: the sidecar asks about its one job (a single-job lookup,
+/// never the whole queue), a handful of times; a 3-minute job that cannot finish is paged
+/// while a minute and more is left; the driver's exit at the limit is asked about and told.
+#[test]
+fn a_busy_queue_is_asked_about_one_job_rarely_and_a_short_job_is_warned_in_time() {
+    let dir = temp_dir();
+    let cluster = Cluster::start(&dir.path().join("slurm"));
+    cluster.fill_queue(busy_queue());
+    let log = dir.path().join("run.log");
+    let hook = Receiver::start(&[]);
+    // 1,000 requests at 2 a second need over 8 minutes; the job has 3.
+    let job = cluster.sbatch(&["-t", "3", "-J", "synth"], &job_script(&log, 1000, 2.0));
+    cluster.wait_state(job, "RUNNING", Duration::from_secs(120));
+    let end: f64 = cluster.job(job).unwrap()["EndTime"].parse().unwrap();
+    // From here only the sidecar asks the controller about jobs.
+    cluster.reset_rpcs();
+    let sidecar = sidecar_with_defaults(&cluster, dir.path(), &log, &hook, "");
+
+    let info = poll("the job known", Duration::from_secs(90), || {
+        job_info(&sidecar)
+            .filter(|i| i["state"] == "RUNNING")
+            .ok_or_else(|| sidecar.metrics().0)
+    });
+    assert_eq!(info["job_id"], job.to_string());
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_slurm_job_end_time_seconds", ""),
+        Some(end)
+    );
+
+    // RunLate while the job runs, with time left to act on it: its 15-minute `for` is
+    // bounded by a quarter of the time left.
+    let late = wait_told(&hook, "RunLate", Duration::from_secs(150));
+    let left = end - unix_now();
+    let summary = late["annotations"]["summary"].as_str().unwrap();
+    eprintln!("RunLate {left:.0} s before the job's end: {summary}");
+    assert!(
+        left >= 60.0,
+        "RunLate came {left:.0} s before the job's end"
+    );
+    assert!(
+        summary.contains(&format!("past its SLURM job {job}'s time limit")),
+        "{summary}"
+    );
+    let rpcs = cluster.rpcs();
+    eprintln!("sdiag, the sidecar's first minute and more: {rpcs:?}");
+    assert!(
+        !rpcs.contains_key("REQUEST_JOB_INFO"),
+        "a whole-queue dump: {rpcs:?}"
+    );
+    assert!((1..=2).contains(&single_lookups(&rpcs)), "{rpcs:?}");
+
+    // The limit ends the driver; the sidecar asks within its spread and tells the job's end.
+    let pid = driver_pid(&log).expect("the driver runs");
+    wait_until(
+        "the limit ends the driver",
+        Duration::from_secs(240),
+        || !Path::new(&format!("/proc/{pid}")).exists(),
+    );
+    let ended = wait_told(&hook, "SlurmJobEnded", Duration::from_secs(60));
+    assert_eq!(
+        ended["annotations"]["summary"],
+        format!("SLURM job {job} was ended by its time limit")
+    );
+    let rpcs = cluster.rpcs();
+    eprintln!("sdiag, the whole job: {rpcs:?}");
+    assert!(
+        !rpcs.contains_key("REQUEST_JOB_INFO"),
+        "a whole-queue dump: {rpcs:?}"
+    );
+    let asked = single_lookups(&rpcs);
+    assert!((2..=4).contains(&asked), "{rpcs:?}");
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_slurm_controller_asks_total", ""),
+        Some(asked as f64),
+        "every job lookup the controller counted is the sidecar's"
+    );
+    assert!(told(&hook, "ProcessExited", "firing").is_empty());
+}
+
+/// The shipped prolog writes the job's file on the node from its one ask at the job's start;
+/// a sidecar that reads it asks the controller nothing until the driver exits, and the shipped
+/// epilog removes it.
+#[test]
+fn the_prologs_file_gives_the_job_with_no_question_to_the_controller() {
+    let dir = temp_dir();
+    let root = dir.path().join("slurm");
+    let runtime = dir.path().join("run");
+    std::fs::create_dir_all(&root).unwrap();
+    // slurmd runs them as root in the job's environment; these point the shipped scripts at
+    // this test's cluster and folder, with no sidecar of their own (no PULSE there).
+    let wrapper = |name: &str| {
+        let path = root.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/bash\nexport PATH=/usr/bin:/bin:/usr/sbin SLURM_CONF={} \
+                 PULSE_RUNTIME={} PULSE=/nonexistent\nexec /bin/bash {}\n",
+                path_str(&root.join("slurm.conf")),
+                path_str(&runtime),
+                path_str(&repo_file(&format!("deploy/slurm/{name}.sh"))),
+            ),
+        )
+        .unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&path, executable).unwrap();
+        path
+    };
+    let (prolog, epilog) = (wrapper("prolog"), wrapper("epilog"));
+    let cluster = Cluster::start_with(
+        &root,
+        &format!(
+            "Prolog={}\nEpilog={}\n",
+            path_str(&prolog),
+            path_str(&epilog)
+        ),
+    );
+    let log = dir.path().join("run.log");
+    let hook = Receiver::start(&[]);
+    let job = cluster.sbatch(&["-t", "3", "-J", "synth"], &job_script(&log, 1000, 2.0));
+    let file = runtime.join("slurm").join(format!("job-{job}.env"));
+    let text = poll("the prolog's file", Duration::from_secs(60), || {
+        std::fs::read_to_string(&file)
+            .ok()
+            .filter(|t| t.contains("\nTIME_LIMIT=3\n"))
+            .ok_or_else(|| format!("{}: {:?}", file.display(), std::fs::read_to_string(&file)))
+    });
+    eprintln!("{}:\n{text}", file.display());
+    let end: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("END_TIME="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    cluster.reset_rpcs();
+    let sidecar = sidecar_with_defaults(
+        &cluster,
+        dir.path(),
+        &log,
+        &hook,
+        &format!("slurm_job_dir = {:?}\n", path_str(&runtime.join("slurm"))),
+    );
+
+    poll("the job known", Duration::from_secs(30), || {
+        job_info(&sidecar)
+            .filter(|i| i["state"] == "RUNNING")
+            .ok_or_else(|| sidecar.metrics().0)
+    });
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_slurm_job_end_time_seconds", ""),
+        Some(end)
+    );
+    let status = get_json(sidecar.addr, "/status").unwrap();
+    assert_eq!(status["slurm"]["file"], path_str(&file), "{status}");
+    let late = wait_told(&hook, "RunLate", Duration::from_secs(150));
+    assert!(
+        late["annotations"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("past its SLURM job {job}'s time limit")),
+        "{late}"
+    );
+    let rpcs = cluster.rpcs();
+    eprintln!("sdiag, the sidecar on the prolog's file: {rpcs:?}");
+    assert!(!rpcs.contains_key("REQUEST_JOB_INFO"), "{rpcs:?}");
+    assert_eq!(single_lookups(&rpcs), 0, "no question at all: {rpcs:?}");
+    assert_eq!(
+        sidecar
+            .metrics()
+            .get("pulse_slurm_controller_asks_total", ""),
+        Some(0.0)
+    );
+
+    // Cancelled: the driver's exit is the one question, and the cancel is told; the epilog
+    // removes the file.
+    cluster.run("scancel", &[&job.to_string()]);
+    let ended = wait_told(&hook, "SlurmJobEnded", Duration::from_secs(60));
+    assert_eq!(
+        ended["annotations"]["summary"],
+        format!("SLURM job {job} was cancelled")
+    );
+    wait_until(
+        "the epilog removes the file",
+        Duration::from_secs(30),
+        || !file.exists(),
+    );
+    assert_eq!(single_lookups(&cluster.rpcs()), 1);
 }

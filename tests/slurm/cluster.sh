@@ -123,9 +123,13 @@ ReturnToService=2
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
+# Room for a busy queue (the default is 10,000): tests/it/slurm.rs fills one with held jobs.
+MaxJobCount=200000
 NodeName=$host NodeAddr=127.0.0.1 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
+    # A test's own settings (a Prolog and Epilog), written there before `start`.
+    if [ -s "$dir/extra.conf" ]; then echo "Include $dir/extra.conf" >>"$conf"; fi
 }
 
 start() {

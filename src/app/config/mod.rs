@@ -171,8 +171,8 @@ pub struct Config {
     pub alerts: AlertConfig,
     pub heartbeat: Option<crate::sinks::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
-    /// How often, and how long at most, the SLURM controller is asked about the run's job.
-    pub slurm: (Duration, Duration),
+    /// When, and how long at most, the SLURM controller is asked about the run's job.
+    pub slurm: SlurmAsks,
     /// The run this node belongs to; `None` where it has none (a node with only GPUs).
     pub run: Option<RunIdentity>,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
@@ -277,10 +277,17 @@ impl RawConfig {
             probe_interval,
             alerts,
             discover_interval,
-            slurm: (
-                key::slurm_interval.duration(self.slurm_interval.as_deref())?,
-                key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
-            ),
+            slurm: SlurmAsks {
+                interval: key::slurm_interval.duration(self.slurm_interval.as_deref())?,
+                timeout: key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
+                spread: key::slurm_spread.duration(self.slurm_spread.as_deref())?,
+                job_dir: self.slurm_job_dir.clone().unwrap_or_else(|| {
+                    let keys::DefaultValue::Value(dir) = key::slurm_job_dir.default else {
+                        unreachable!("slurm_job_dir has a default")
+                    };
+                    PathBuf::from(dir)
+                }),
+            },
             run: run.map(|label| {
                 let logs = self.logs.iter().map(|l| l.path.clone()).collect();
                 RunIdentity::new(label, logs)
@@ -802,6 +809,16 @@ pub struct Span {
 }
 
 /// A range of milliseconds.
+/// When the SLURM controller is asked about the run's job, and where the prolog's file is
+/// (docs/slurm.md#when-it-asks).
+#[derive(Debug, Clone)]
+pub struct SlurmAsks {
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub spread: Duration,
+    pub job_dir: PathBuf,
+}
+
 pub(crate) const fn span(min: u64, max: u64) -> Span {
     Span {
         min: Duration::from_millis(min),

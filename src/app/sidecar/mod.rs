@@ -207,7 +207,7 @@ pub async fn serve(
     // A SLURM job's end (its time limit, a cancel, a requeue) sends SIGTERM: what the
     // controller says of it is told before the sidecar goes (docs/slurm.md).
     if run.locked().slurm().is_some() {
-        sources::slurm::ask_once(&run, config.slurm.1).await;
+        sources::slurm::ask_once(&run, config.slurm.timeout).await;
         let _ = last_word.send(true);
         let wait = crate::sinks::alert::engine::LAST_WORD + Duration::from_secs(1);
         let _ = tokio::time::timeout(wait, engine).await;

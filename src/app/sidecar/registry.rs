@@ -37,9 +37,11 @@ pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
         }),
         Box::new(slurm::Settings {
             on: config.collectors.on(Collector::Slurm),
-            interval: config.slurm.0,
-            timeout: config.slurm.1,
-            squeue: "squeue".into(),
+            interval: config.slurm.interval,
+            timeout: config.slurm.timeout,
+            spread: config.slurm.spread,
+            job_dir: config.slurm.job_dir.clone(),
+            scontrol: "scontrol".into(),
         }),
     ]
 }

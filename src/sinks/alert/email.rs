@@ -496,6 +496,7 @@ mod tests {
                 details: "B1_glaive has made no progress.".into(),
                 cause: Some(crate::rules::Cause::ServerIdleClientWaiting),
                 began_at: None,
+                wait_at_most: None,
             },
             since: 1840.0,
         }

@@ -828,6 +828,7 @@ pub async fn send_tests(config: &AlertConfig) -> Vec<(String, Result<(), String>
             .to_owned(),
         cause: None,
         began_at: None,
+        wait_at_most: None,
     };
     let notice = Notification {
         kind: Kind::Notice,

@@ -115,7 +115,10 @@ impl Lifecycle {
             if condition.alert.is_notice() && self.notices_sent.contains(&key) {
                 continue;
             }
-            let for_seconds = rules.get(condition.alert).for_seconds;
+            let for_seconds = rules
+                .get(condition.alert)
+                .for_seconds
+                .min(condition.wait_at_most.unwrap_or(f64::INFINITY));
             let tracked = self.alerts.entry(key.clone()).or_insert(Tracked {
                 condition: condition.clone(),
                 since: now,
@@ -290,6 +293,32 @@ mod tests {
         assert_eq!(kinds(&fired), [(Kind::Firing, AlertName::Stalled)]);
         let resolved = l.step(vec![], &rules, HOUR, 1032.0);
         assert_eq!(resolved[0].kind, Kind::Resolved { lasted: 32.0 });
+    }
+
+    /// RunLate against a 3-minute job's end: its 15-minute `for` would page after the end; a
+    /// quarter of the time left pages it 36 s after it first held, 144 s before the end.
+    #[test]
+    fn a_condition_near_its_deadline_waits_less_than_its_for() {
+        let rules = Rules::default();
+        let end = 180.0;
+        let late =
+            |now: f64| vec![cond(AlertName::RunLate, None).waiting_at_most((end - now) * 0.25)];
+        let mut l = Lifecycle::default();
+        let mut fired = None;
+        for step in 0..36 {
+            let now = f64::from(step) * 5.0;
+            if !l.step(late(now), &rules, HOUR, now).is_empty() {
+                fired = Some(now);
+                break;
+            }
+        }
+        assert_eq!(fired, Some(40.0), "the first look after 36 s");
+        // Without a bound, the rule's own `for` holds.
+        let mut l = Lifecycle::default();
+        let plain = || vec![cond(AlertName::RunLate, None)];
+        assert!(l.step(plain(), &rules, HOUR, 0.0).is_empty());
+        assert!(l.step(plain(), &rules, HOUR, 899.0).is_empty());
+        assert_eq!(l.step(plain(), &rules, HOUR, 900.0).len(), 1);
     }
 
     #[test]

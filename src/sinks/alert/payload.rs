@@ -336,6 +336,7 @@ mod tests {
             details: "last line 14m ago".into(),
             cause: None,
             began_at: None,
+            wait_at_most: None,
         }
     }
 

@@ -61,8 +61,15 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
     }
     family(
         enc,
+        "pulse_slurm_controller_asks",
+        "Asks of the SLURM controller about the job (one single-job lookup each): when it is new, its driver exits, its warning signal comes, and every slurm_interval.",
+        MetricType::Counter,
+        [([] as [(&str, &str); 0], ConstCounter::new(job.asks))],
+    )?;
+    family(
+        enc,
         "pulse_slurm_controller_errors",
-        "Asks of the SLURM controller that failed: no answer within slurm_timeout, an error, or an answer that could not be read.",
+        "Asks of the SLURM controller that failed: no answer within slurm_timeout, an error, or an answer too big or that could not be read.",
         MetricType::Counter,
         [([] as [(&str, &str); 0], ConstCounter::new(job.errors))],
     )

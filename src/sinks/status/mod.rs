@@ -79,6 +79,10 @@ pub struct SlurmStatus {
     pub restarts: u32,
     /// How SLURM ended it, when it did ("was ended by its time limit").
     pub ended: Option<String>,
+    /// How old its last known state is: since the controller last answered, or since the
+    /// prolog wrote its file (its `StartTime`); none before either.
+    #[serde(default)]
+    pub age_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -520,6 +524,7 @@ fn build(
             end_time: job.end_time(),
             restarts: job.restarts(),
             ended: job.ended().map(|e| e.says().to_owned()),
+            age_seconds: job.known_since().map(|t| (now - t).max(0.0)),
         }),
         gpu_memory: run.gpus().as_ref().and_then(|g| {
             g.memory_summary(

@@ -238,7 +238,18 @@ fn process_and_server(s: &mut String, status: &Status, p: &Paint) {
             .end_time
             .map(|t| format!(", ends in {}", human(t - status.generated_at)))
             .unwrap_or_default();
-        let _ = writeln!(s, "  slurm:   job {} {state}{ends}", job.job.env.job_id);
+        let age = job
+            .age_seconds
+            .map(|a| format!(" (known {} ago)", human(a)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  slurm:   job {} {state}{ends}{age}",
+            job.job.env.job_id
+        );
+        if let Some(e) = &job.job.error {
+            let _ = writeln!(s, "           {} {e}", p.red("controller:"));
+        }
         if let Some(ended) = &job.ended {
             let _ = writeln!(s, "           {} {ended}", p.red("the job"));
         }

@@ -2,13 +2,15 @@
 //! watch batch jobs: `tests/slurm/cluster.sh` writes its configuration into a folder of the
 //! test's own and starts munged, slurmctld and slurmd there, on free ports, so tests (and test
 //! processes) run side by side. What its commands print is described, with real samples, in
-//! `tests/testdata/slurm/README.md`.
+//! `tests/testdata/slurm/README.md`. The tests ask it about one job at a time (`scontrol show
+//! job`), as the sidecar does: `sdiag` then tells the sidecar's whole-queue dumps
+//! (`REQUEST_JOB_INFO`) apart, as there are none of the tests' own.
 
 use super::repo::repo_file;
 use super::{find_in_path, poll};
-use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// A running cluster; stopped (daemons, job steps and jobs) when dropped.
@@ -38,12 +40,19 @@ impl Cluster {
     /// Starts a cluster in `dir` and returns once its node is idle (about a second; the
     /// script gives up after 30 s and shows the daemons' logs).
     pub fn start(dir: &Path) -> Cluster {
+        Cluster::start_with(dir, "")
+    }
+
+    /// [`Cluster::start`] with lines of its own added to slurm.conf (a `Prolog=`).
+    pub fn start_with(dir: &Path, conf: &str) -> Cluster {
         if !installed("slurmctld") || !installed("munged") {
             panic!(
                 "no SLURM: run `apt-get install slurm-wlm munge` (as root), or \
                  `bash scripts/install-test-peers.sh`"
             );
         }
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("extra.conf"), conf).unwrap();
         let out = script("start", dir);
         assert!(
             out.status.success(),
@@ -105,26 +114,75 @@ impl Cluster {
             .unwrap_or_else(|_| panic!("sbatch printed {stdout:?}, not a job id"))
     }
 
-    /// `squeue --json` as the sidecar reads it. SLURM 22.05 ignores `-j` (and `-t`) with
-    /// `--json` and prints every job it still holds, finished ones included (for MinJobAge,
-    /// 300 s here); we pass them anyway, for later versions that honour them.
-    pub fn squeue_json(&self, job: u64) -> Value {
-        let out = self.run("squeue", &["--json", "-t", "all", "-j", &job.to_string()]);
-        serde_json::from_str(&out).expect("squeue --json prints JSON")
+    /// The job's record as `scontrol --local -o show job ID` prints it, times as Unix seconds
+    /// (`StartTime`, `EndTime`); `None` once SLURM has forgotten it. One single-job lookup
+    /// (`REQUEST_JOB_INFO_SINGLE`), as the sidecar's.
+    pub fn job(&self, job: u64) -> Option<BTreeMap<String, String>> {
+        let out = self
+            .command("scontrol")
+            .env("SLURM_TIME_FORMAT", "%s")
+            .args(["--local", "-o", "show", "job", &job.to_string()])
+            .output()
+            .expect("scontrol");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let id = format!("JobId={job} ");
+        let line = text.lines().find(|l| l.starts_with(&id))?;
+        Some(
+            line.split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        )
     }
 
-    /// This job's record in `squeue --json`: the one whose `job_id` is `job` (an array
-    /// task's record has its own `job_id`; its `array_job_id` names the array).
-    pub fn job(&self, job: u64) -> Option<Value> {
-        let all = self.squeue_json(job);
-        let jobs = all["jobs"].as_array()?;
-        jobs.iter().find(|j| j["job_id"] == job).cloned()
-    }
-
-    /// Its `job_state` (a plain string in 22.05: "PENDING", "RUNNING", "COMPLETING",
-    /// "TIMEOUT", "CANCELLED", ...); `None` once SLURM has forgotten it.
+    /// Its `JobState` ("PENDING", "RUNNING", "COMPLETING", "TIMEOUT", "CANCELLED", ...);
+    /// `None` once SLURM has forgotten it.
     pub fn state(&self, job: u64) -> Option<String> {
-        Some(self.job(job)?["job_state"].as_str()?.to_string())
+        self.job(job)?.remove("JobState")
+    }
+
+    /// Fills the queue with `n` held jobs (`sbatch --hold`), as a busy cluster's is: four
+    /// submissions at a time, about 100 a second.
+    pub fn fill_queue(&self, n: usize) {
+        let jobs = self.dir.join("held");
+        std::fs::create_dir_all(&jobs).unwrap();
+        let mut xargs = self
+            .command("xargs")
+            .current_dir(&jobs)
+            .args(["-P", "4", "-I{}", "sbatch", "--hold", "-o", "/dev/null"])
+            .args(["--wrap", "sleep 1000"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("xargs sbatch");
+        let list: String = (0..n).map(|i| format!("{i}\n")).collect();
+        std::io::Write::write_all(&mut xargs.stdin.take().unwrap(), list.as_bytes()).unwrap();
+        assert!(xargs.wait().unwrap().success(), "sbatch --hold failed");
+    }
+
+    /// Zeroes the controller's RPC counts (`sdiag -r`, as root).
+    pub fn reset_rpcs(&self) {
+        self.run("sdiag", &["-r"]);
+    }
+
+    /// The controller's RPCs since the last reset by type (`REQUEST_JOB_INFO`, the whole
+    /// queue; `REQUEST_JOB_INFO_SINGLE`, one job): how many, and their controller time in
+    /// microseconds, as `sdiag` counts them.
+    pub fn rpcs(&self) -> BTreeMap<String, (u64, u64)> {
+        let out = self.run("sdiag", &[]);
+        let section = out
+            .split("Remote Procedure Call statistics by message type")
+            .nth(1)
+            .and_then(|s| s.split("\n\n").next())
+            .unwrap_or("");
+        section
+            .lines()
+            .filter_map(|l| {
+                let name = l.split_whitespace().next()?;
+                let field = |f: &str| l.split(f).nth(1)?.split_whitespace().next()?.parse().ok();
+                Some((name.to_owned(), (field("count:")?, field("total_time:")?)))
+            })
+            .collect()
     }
 
     /// Waits up to `limit` for the job to be in `state`. A time limit is enforced only every
