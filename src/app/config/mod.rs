@@ -277,23 +277,28 @@ impl RawConfig {
             probe_interval,
             alerts,
             discover_interval,
-            slurm: SlurmAsks {
-                interval: key::slurm_interval.duration(self.slurm_interval.as_deref())?,
-                timeout: key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
-                spread: key::slurm_spread.duration(self.slurm_spread.as_deref())?,
-                job_dir: self.slurm_job_dir.clone().unwrap_or_else(|| {
-                    let keys::DefaultValue::Value(dir) = key::slurm_job_dir.default else {
-                        unreachable!("slurm_job_dir has a default")
-                    };
-                    PathBuf::from(dir)
-                }),
-            },
+            slurm: self.slurm()?,
             run: run.map(|label| {
                 let logs = self.logs.iter().map(|l| l.path.clone()).collect();
                 RunIdentity::new(label, logs)
             }),
             discovered: None,
             source: self.clone(),
+        })
+    }
+
+    /// How the SLURM source asks the controller, and where the prolog's file is.
+    fn slurm(&self) -> Result<SlurmAsks, ConfigError> {
+        Ok(SlurmAsks {
+            interval: key::slurm_interval.duration(self.slurm_interval.as_deref())?,
+            timeout: key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
+            spread: key::slurm_spread.duration(self.slurm_spread.as_deref())?,
+            job_dir: self.slurm_job_dir.clone().unwrap_or_else(|| {
+                let keys::DefaultValue::Value(dir) = key::slurm_job_dir.default else {
+                    unreachable!("slurm_job_dir has a default")
+                };
+                PathBuf::from(dir)
+            }),
         })
     }
 
