@@ -141,15 +141,17 @@ impl Cluster {
         self.job(job)?.remove("JobState")
     }
 
-    /// Fills the queue with `n` held jobs (`sbatch --hold`), as a busy cluster's is: four
-    /// submissions at a time, about 100 a second.
+    /// Fills the queue with `n` held jobs (`sbatch --hold`), as a busy cluster's is: two
+    /// submissions at a time, at the lowest priority, so that the tests running beside it keep
+    /// their share of two cores (four at once slowed a real SGLang's restart past a minute).
     pub fn fill_queue(&self, n: usize) {
         let jobs = self.dir.join("held");
         std::fs::create_dir_all(&jobs).unwrap();
         let mut xargs = self
-            .command("xargs")
+            .command("nice")
             .current_dir(&jobs)
-            .args(["-P", "4", "-I{}", "sbatch", "--hold", "-o", "/dev/null"])
+            .args(["-n", "19", "xargs", "-P", "2", "-I{}"])
+            .args(["sbatch", "--hold", "-o", "/dev/null"])
             .args(["--wrap", "sleep 1000"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
