@@ -385,15 +385,7 @@ impl Run {
         answer: Result<(Option<JobState>, Option<ArrayTasks>), String>,
         now: Seconds,
     ) -> bool {
-        let job = self.slurm.get_or_insert_with(SlurmJob::default);
-        let new = job.env.job_id != env.job_id;
-        if new {
-            *job = SlurmJob::default();
-        }
-        if !from.is_empty() {
-            job.from = from;
-        }
-        job.env = env;
+        let (job, new) = self.slurm_job(env, from);
         job.asks += 1;
         match answer {
             Ok((state, array)) => {
@@ -414,10 +406,9 @@ impl Run {
         new
     }
 
-    /// What the site's prolog wrote of the job `env` names (docs/slurm.md#the-prolog-file), at
-    /// `path`, read when it was written or rewritten: the job's state as of then, until the
-    /// controller says otherwise. Another job id starts afresh; returns whether it did.
-    pub fn slurm_file(&mut self, env: JobEnv, from: String, file: &JobFile, path: String) -> bool {
+    /// The job `env` names, told where it was learnt from: another job id starts afresh
+    /// (returned as `true`).
+    fn slurm_job(&mut self, env: JobEnv, from: String) -> (&mut SlurmJob, bool) {
         let job = self.slurm.get_or_insert_with(SlurmJob::default);
         let new = job.env.job_id != env.job_id;
         if new {
@@ -427,6 +418,14 @@ impl Run {
             job.from = from;
         }
         job.env = env;
+        (job, new)
+    }
+
+    /// What the site's prolog wrote of the job `env` names (docs/slurm.md#the-prolog-file), at
+    /// `path`, read when it was written or rewritten: the job's state as of then, until the
+    /// controller says otherwise. Another job id starts afresh; returns whether it did.
+    pub fn slurm_file(&mut self, env: JobEnv, from: String, file: &JobFile, path: String) -> bool {
+        let (job, new) = self.slurm_job(env, from);
         job.controller = Some(file.state());
         job.file = Some(path);
         new

@@ -26,35 +26,12 @@ fn job_script(log: &Path, total: u32, rate: f64) -> String {
 /// line, the controller through `SLURM_CONF`, asked at once (no spread); every notification to
 /// `hook`; `extra`: top-level keys of the test's own.
 fn sidecar(cluster: &Cluster, dir: &Path, log: &Path, hook: &Receiver, extra: &str) -> Sidecar {
-    let config = dir.join("pulse.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "probe_interval = \"1s\"\nalert_interval = \"500ms\"\nslurm_timeout = \"3s\"\n\
-             slurm_spread = \"0s\"\n{extra}[rules.RunLate]\nfor = \"0s\"\n\
-             [[webhooks]]\nurl = {:?}\nformat = \"alertmanager\"\n",
-            hook.url("/hook")
-        ),
-    )
-    .unwrap();
-    Sidecar::run_with_env(
-        &[
-            "--log",
-            path_str(log),
-            "--process-match",
-            path_str(log),
-            "--run-name",
-            "synth",
-            "--config",
-            path_str(&config),
-            "--gpu",
-            "off",
-        ],
-        &[("SLURM_CONF", &cluster.conf)],
-    )
+    let keys = format!(
+        "slurm_timeout = \"3s\"\nslurm_spread = \"0s\"\n{extra}[rules.RunLate]\nfor = \"0s\"\n"
+    );
+    sidecar_with_defaults(cluster, dir, log, hook, &keys)
 }
 
-/// The alerts of every payload sent so far with this name and status.
 fn told(hook: &Receiver, alert: &str, status: &str) -> Vec<serde_json::Value> {
     hook.received()
         .iter()
