@@ -18,6 +18,7 @@
 //!
 //! Empty lines (and the empty piece between `\r` and `\n`) are not lines.
 
+mod inflate;
 mod position;
 mod split;
 
@@ -114,6 +115,8 @@ struct Open {
     partial: Vec<u8>,
     /// Inside an oversized line: skip bytes until its terminator.
     discarding: bool,
+    /// A gzip file's inflater: lines are split from what it inflates.
+    inflate: Option<inflate::Inflate>,
     idle_polls: u32,
     /// When the polls without new bytes began.
     idle_since: Instant,
@@ -147,10 +150,12 @@ pub struct Follower {
     /// Where the current file stands while it is closed ([`Follower::close`]): reopened there
     /// when the file is seen to change.
     closed: Option<Position>,
+    /// The file is gzip: its bytes are inflated before they are split into lines.
+    gzip: bool,
 }
 
 impl Open {
-    fn new(file: File, id: FileId) -> Open {
+    fn new(file: File, id: FileId, gzip: bool) -> Open {
         Open {
             file,
             id,
@@ -158,6 +163,7 @@ impl Open {
             before: Vec::new(),
             partial: Vec::new(),
             discarding: false,
+            inflate: gzip.then(inflate::Inflate::new),
             idle_polls: 0,
             idle_since: Instant::now(),
         }
@@ -169,6 +175,9 @@ impl Open {
         self.before.clear();
         self.partial.clear();
         self.discarding = false;
+        if self.inflate.is_some() {
+            self.inflate = Some(inflate::Inflate::new());
+        }
     }
 }
 
@@ -189,7 +198,17 @@ impl Follower {
             behind: false,
             refusing: false,
             closed: None,
+            gzip: false,
         }
+    }
+
+    /// Reads the file as a gzip stream (`.jsonl.gz`), inflating what its writer has flushed
+    /// and splitting that into lines. Its place is kept (to close it, or across a restart)
+    /// only between gzip members, where reading can start again; elsewhere it stays open, and
+    /// a restart counts it again from its start.
+    pub fn gzip(mut self) -> Follower {
+        self.gzip = true;
+        self
     }
 
     /// Ends lines at `\n` only: for JSONL, where a bare `\r` never ends a record.
@@ -407,7 +426,7 @@ impl Follower {
         };
         match file {
             Some(file) if position.matches(&file) => {
-                self.current = Some(position.reopen(file));
+                self.current = Some(position.reopen(file, self.gzip));
             }
             _ => {
                 let replaced = position.id() != id;
@@ -444,7 +463,7 @@ impl Follower {
         if id != expected {
             return Ok(None);
         }
-        Ok(Some(Open::new(file, id)))
+        Ok(Some(Open::new(file, id, self.gzip)))
     }
 
     fn poll_draining<F: FnMut(Tailed<'_>)>(&mut self, on_line: &mut F) -> Result<(), TailError> {
@@ -499,14 +518,19 @@ impl Follower {
             position::keep_last(&mut open.before, &self.buf[..n]);
             total += n as u64;
             self.stats.bytes += n as u64;
-            split(
-                &self.buf[..n],
-                open,
-                self.max_line,
-                self.mode,
-                &mut self.stats,
-                on_line,
-            );
+            let (max_line, mode, stats) = (self.max_line, self.mode, &mut self.stats);
+            match open.inflate.take() {
+                None => split(&self.buf[..n], open, max_line, mode, stats, on_line),
+                Some(mut inflate) => {
+                    let inflated = inflate.feed(&self.buf[..n], &mut |text| {
+                        split(text, open, max_line, mode, stats, on_line)
+                    });
+                    open.inflate = Some(inflate);
+                    inflated.map_err(|why| {
+                        self.error(io::Error::new(io::ErrorKind::InvalidData, why))
+                    })?;
+                }
+            }
             // A short read is the end of what the file held when it was read: the lines so far
             // are handed back before another read, which could be one that hangs (a mount
             // that stops answering mid-file).
@@ -580,6 +604,49 @@ mod tests {
             .open(path)
             .unwrap();
         f.write_all(bytes).unwrap();
+    }
+
+    /// A `.jsonl.gz` as Python's `gzip` module writes it: compressed bursts appended while the
+    /// writer works, the trailer at its close, another member when it is opened to append.
+    #[test]
+    fn a_growing_gzip_file_gives_its_flushed_lines_and_no_partial_one() {
+        use flate2::{write::GzEncoder, Compression};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000.jsonl.gz");
+        let mut f = Follower::new(&path, 1024).newline_only().path_only().gzip();
+        let record = |i: usize| format!("{{\"id\": {i}}}\n");
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        for i in 0..100 {
+            gz.write_all(record(i).as_bytes()).unwrap();
+        }
+        gz.write_all(b"{\"id\": 100, \"te").unwrap();
+        gz.flush().unwrap();
+        append(&path, &std::mem::take(gz.get_mut()));
+        let got = lines(&mut f);
+        assert_eq!(got.len(), 100);
+        assert_eq!(got[99], "{\"id\": 99}");
+        assert_eq!(f.position(), None, "inside a member no place is kept");
+        assert!(!f.close(), "inside a member the file stays open");
+        gz.write_all(b"xt\"}\n").unwrap();
+        append(&path, &gz.finish().unwrap());
+        assert_eq!(lines(&mut f), ["{\"id\": 100, \"text\"}"]);
+        assert!(f.close(), "between members the file can be closed");
+        let mut more = GzEncoder::new(Vec::new(), Compression::fast());
+        more.write_all(record(101).as_bytes()).unwrap();
+        append(&path, &more.finish().unwrap());
+        assert_eq!(lines(&mut f), ["{\"id\": 101}"]);
+    }
+
+    #[test]
+    fn a_gzip_name_over_plain_text_is_an_error_that_counts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl.gz");
+        append(&path, b"{\"id\": 1}\n");
+        let mut f = Follower::new(&path, 1024).newline_only().gzip();
+        let mut seen = 0;
+        let err = f.poll(u64::MAX, |_| seen += 1).unwrap_err();
+        assert_eq!(seen, 0);
+        assert!(err.to_string().contains("not gzip"), "{err}");
     }
 
     #[test]

@@ -89,8 +89,8 @@ impl Position {
             && bytes_match(file, self.offset, &self.before)
     }
 
-    pub(super) fn reopen(&self, file: File) -> Open {
-        let mut open = Open::new(file, self.id());
+    pub(super) fn reopen(&self, file: File, gzip: bool) -> Open {
+        let mut open = Open::new(file, self.id(), gzip);
         open.offset = self.offset;
         open.before = self.before.clone();
         open.discarding = self.discarding;
@@ -141,7 +141,7 @@ impl Follower {
         };
         if let Ok(file) = super::open_nonblocking(&self.path) {
             if position.matches(&file) {
-                self.current = Some(position.reopen(file));
+                self.current = Some(position.reopen(file, self.gzip));
                 resumed.in_place = true;
                 return resumed;
             }
@@ -187,12 +187,18 @@ impl Follower {
             let file = super::open_nonblocking(&entry.path()).ok()?;
             position
                 .matches(&file)
-                .then(|| (entry.path(), position.reopen(file)))
+                .then(|| (entry.path(), position.reopen(file, self.gzip)))
         })
     }
 }
 
 pub(super) fn position_of(open: &Open) -> Option<Position> {
+    // Inside a gzip member the raw offset says nothing of where the lines stand.
+    if let Some(inflate) = &open.inflate {
+        if !inflate.at_member_boundary() || !open.partial.is_empty() || open.discarding {
+            return None;
+        }
+    }
     let offset = if open.discarding {
         open.offset
     } else {

@@ -5,6 +5,7 @@
 
 use super::identity::{Identities, Seen, Slot};
 use super::record::{self, Inspector};
+use super::table::{self, TableFormat};
 use crate::clock;
 use crate::lock::Locked;
 use crate::model::{InputFile, OutputFile, OutputStats, Run};
@@ -75,7 +76,19 @@ pub(super) struct Followed {
     published: Option<Option<std::time::SystemTime>>,
     /// Polls in a row that found nothing new.
     unchanged: u32,
+    /// A columnar file (parquet, Arrow), counted from its metadata instead of its lines.
+    table: Option<Table>,
 }
+
+/// How a columnar file was last found: its identity, size and modification time when it was
+/// read, and whether that read failed.
+struct Table {
+    format: TableFormat,
+    seen: Option<TableSeen>,
+    failed: bool,
+}
+
+type TableSeen = (u64, u64, u64, Option<std::time::SystemTime>);
 
 /// What one poll of a file found.
 pub(super) struct Polled {
@@ -95,7 +108,20 @@ impl Followed {
         max_record_bytes: usize,
         resume: Option<SavedFile>,
     ) -> Followed {
-        let follower = Follower::new(path, max_record_bytes).path_only();
+        let table = TableFormat::of(path).map(|format| Table {
+            format,
+            seen: None,
+            failed: false,
+        });
+        // Its records have no lines to inspect; its count is read again from the file.
+        let (inspector, resume) = match table {
+            Some(_) => (None, None),
+            None => (inspector, resume),
+        };
+        let mut follower = Follower::new(path, max_record_bytes).path_only();
+        if path.extension().is_some_and(|e| e == "gz") {
+            follower = follower.gzip();
+        }
         let follower = if inspector.is_some() {
             follower.newline_only()
         } else {
@@ -119,6 +145,7 @@ impl Followed {
             problem: None,
             published: None,
             unchanged: 0,
+            table,
         }
     }
 
@@ -149,6 +176,9 @@ impl Followed {
     /// Reads the file to its end in batches, copying each batch into the model; `progress`
     /// is called after each, so a long read is not taken for a hung one.
     pub(super) fn poll(&mut self, path: &Path, run: &Mutex<Run>, progress: &dyn Fn()) -> Polled {
+        if self.table.is_some() {
+            return self.poll_table(path, run);
+        }
         if let Some(saved) = self.resume.take() {
             self.follower.set_stats(saved.tail);
             match &saved.position {
@@ -220,6 +250,98 @@ impl Followed {
         }
     }
 
+    /// Reads a columnar file's row count again when the file changed. One that cannot be read
+    /// is reported only when it is still the same at the next poll (a writer between two
+    /// writes is not a damaged file); its last count stands meanwhile.
+    fn poll_table(&mut self, path: &Path, run: &Mutex<Run>) -> Polled {
+        use std::os::unix::fs::MetadataExt;
+        let Some(table) = self.table.as_mut() else {
+            return Polled {
+                up: true,
+                touched: false,
+            };
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => meta,
+            Ok(_) => {
+                let e =
+                    std::io::Error::other("it is not a regular file; only regular files are read");
+                return self.table_problem(path, e.to_string());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Polled {
+                    up: true,
+                    touched: false,
+                }
+            }
+            Err(e) => {
+                return self.table_problem(path, format!("cannot read {}: {e}", path.display()))
+            }
+        };
+        let seen = (meta.dev(), meta.ino(), meta.len(), meta.modified().ok());
+        let unchanged = table.seen == Some(seen);
+        if unchanged && !table.failed {
+            self.unchanged = self.unchanged.saturating_add(1);
+            return Polled {
+                up: true,
+                touched: false,
+            };
+        }
+        table.seen = Some(seen);
+        let counted = crate::tail::open_nonblocking(path)
+            .map_err(|e| e.to_string())
+            .and_then(|file| table::rows(&file, table.format));
+        match counted {
+            Ok((rows, _whole)) => {
+                table.failed = false;
+                let mut stats = OutputStats::default();
+                stats.add_plain(rows, seen.2);
+                let changed =
+                    stats.records != self.stats.records || stats.bytes != self.stats.bytes;
+                self.stats = stats;
+                if let Some((_, said)) = self.problem.take() {
+                    if said {
+                        tracing::info!(path = %path.display(), "reading {} again", path.display());
+                    }
+                }
+                self.unchanged = if changed {
+                    0
+                } else {
+                    self.unchanged.saturating_add(1)
+                };
+                self.publish(path, seen.3, run);
+                Polled {
+                    up: true,
+                    touched: changed,
+                }
+            }
+            Err(why) => {
+                table.failed = true;
+                if unchanged {
+                    return self.table_problem(
+                        path,
+                        format!("{}: {why}; its rows are not counted", path.display()),
+                    );
+                }
+                Polled {
+                    up: true,
+                    touched: false,
+                }
+            }
+        }
+    }
+
+    fn table_problem(&mut self, path: &Path, message: String) -> Polled {
+        if self.problem.as_ref().is_none_or(|(m, _)| *m != message) {
+            tracing::warn!(path = %path.display(), "{message}");
+            self.problem = Some((message, true));
+        }
+        Polled {
+            up: false,
+            touched: false,
+        }
+    }
+
     fn publish(&mut self, path: &Path, modified: Option<std::time::SystemTime>, run: &Mutex<Run>) {
         self.published = Some(modified);
         let key = path.display().to_string();
@@ -269,12 +391,15 @@ impl Followed {
     }
 
     pub(super) fn is_open(&self) -> bool {
-        self.follower.is_open()
+        self.table.is_none() && self.follower.is_open()
     }
 
     /// Closes the file unless it was written within [`KEEP_OPEN`] of `now` (and `full` says
     /// there is room for it). Returns whether a descriptor was released.
     pub(super) fn close_if_quiet(&mut self, now: f64, full: bool) -> bool {
+        if self.table.is_some() {
+            return false;
+        }
         let recent = self
             .follower
             .modified()

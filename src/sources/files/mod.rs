@@ -24,6 +24,7 @@ mod reader;
 pub mod record;
 mod scan;
 mod spec;
+mod table;
 mod watch;
 
 pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
