@@ -391,7 +391,7 @@ fn ask(
     }
     if !status.success() {
         // A job past MinJobAge is forgotten: no longer listed, not an error.
-        if err.contains("Invalid job id") {
+        if scontrol::forgotten(&err) {
             let array = env.array_job_id.as_ref().map(|_| scontrol::done(env));
             return Ok((None, array));
         }

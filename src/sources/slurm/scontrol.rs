@@ -1,6 +1,7 @@
 //! What `scontrol --local -o show job ID` prints, read (docs/slurm.md#asking-the-controller):
 //! one line per record, `Key=value` fields separated by spaces, in the order and shapes of
-//! SLURM's `slurm_sprint_job_info` (tests/testdata/slurm/README.md). Pure: the source runs the
+//! SLURM's `slurm_sprint_job_info` (scontrol's own `_sprint_job_info` from 24.11), alike in
+//! 22.05, 23.11, 24.11 and 26.05 (tests/testdata/slurm/README.md). Pure: the source runs the
 //! command, this reads what it printed.
 
 use crate::model::slurm::{ArrayTasks, JobEnv, JobState};
@@ -15,24 +16,34 @@ pub struct Record<'a> {
 
 impl<'a> Record<'a> {
     /// Reads one line. A token that is not `Key=value` continues the value before it (a path
-    /// with a space). The job's name is the user's free text: it runs to ` UserId=`, the
-    /// field every release prints after it, so that a name such as `a JobState=X` is a name.
+    /// with a space, 26.05's `SubmitLine=sbatch -t 5 --wrap sleep 100`). The job's name is the
+    /// user's free text: it runs to the field printed after it (` UserId=` in every release;
+    /// ` HetJobIdSet=` for a heterogeneous job, ` SLUID=` where 26.05 has one), so that a name
+    /// such as `a JobState=X` is a name. The fields printed before the name (`JobId`, the
+    /// array's and the het job's) are text once past it: a command line's `ArrayJobId=7` does
+    /// not make a job a task.
     pub fn parse(line: &'a str) -> Record<'a> {
         let mut fields: Vec<(&'a str, String)> = Vec::new();
+        let mut named = false;
         let mut rest = line.trim();
         while !rest.is_empty() {
             let (token, after) = match rest.find(' ') {
                 Some(i) => (&rest[..i], rest[i + 1..].trim_start()),
                 None => (rest, ""),
             };
-            match token.split_once('=').filter(|(k, _)| is_key(k)) {
+            let field = token
+                .split_once('=')
+                .filter(|(k, _)| is_key(k) && !(named && BEFORE_NAME.contains(k)));
+            match field {
                 Some(("JobName", _)) => {
                     let body = &rest["JobName=".len()..];
-                    let (name, after) = match body.find(" UserId=") {
+                    let end = AFTER_NAME.iter().filter_map(|k| body.find(k)).min();
+                    let (name, after) = match end {
                         Some(i) => (&body[..i], &body[i + 1..]),
                         None => (&token["JobName=".len()..], after),
                     };
                     push(&mut fields, "JobName", name.to_owned());
+                    named = true;
                     rest = after;
                     continue;
                 }
@@ -74,6 +85,21 @@ impl<'a> Record<'a> {
         }
     }
 }
+
+/// The fields every release prints before `JobName=`, and `JobName` itself.
+const BEFORE_NAME: [&str; 7] = [
+    "JobId",
+    "ArrayJobId",
+    "ArrayTaskId",
+    "ArrayTaskThrottle",
+    "HetJobId",
+    "HetJobOffset",
+    "JobName",
+];
+
+/// What may follow the job's name: ` HetJobIdSet=` (a het job), ` SLUID=` (26.05, where the
+/// job has one), ` UserId=` (always).
+const AFTER_NAME: [&str; 3] = [" HetJobIdSet=", " SLUID=", " UserId="];
 
 fn push<'a>(fields: &mut Vec<(&'a str, String)>, key: &'a str, value: String) {
     if !fields.iter().any(|(k, _)| *k == key) {
@@ -156,6 +182,13 @@ pub fn parse_show_job(
         count_tasks(tasks, env.array_task_count)
     });
     Ok((ours.map(Record::state), array))
+}
+
+/// Whether scontrol's stderr says the controller does not hold the job (never, or forgotten
+/// past MinJobAge): `slurm_load_jobs error: Invalid job id specified`, exit status 1, in every
+/// release sampled (tests/testdata/slurm/scontrol-*-unknown.txt).
+pub fn forgotten(stderr: &str) -> bool {
+    stderr.contains("Invalid job id")
 }
 
 /// An array the controller no longer knows (past MinJobAge): every task done.
@@ -297,6 +330,119 @@ mod tests {
         assert_eq!(tasks.unwrap().done, 10);
     }
 
+    /// The same kinds of jobs on the later releases, each printed by that release's own
+    /// scontrol (23.11.4 of Ubuntu 24.04, 24.11.5 of Debian 13, 26.05.5 of Debian unstable;
+    /// tests/testdata/slurm/README.md says how and what differs): the fields read are the
+    /// same, so they read as 22.05's do.
+    #[test]
+    fn later_releases_read_alike() {
+        for release in ["23.11", "24.11", "26.05"] {
+            let file = |case: &str| format!("scontrol-{release}-{case}.txt");
+            let running = state(&file("epoch-running"), &job("1"));
+            assert_eq!(
+                (running.state.as_str(), running.reason.as_deref()),
+                ("RUNNING", None),
+                "{release}"
+            );
+            assert_eq!(running.time_limit_minutes, Some(3), "{release}");
+            assert_eq!(running.restart_count, 0, "{release}");
+            let (start, end) = (running.start_time.unwrap(), running.end_time.unwrap());
+            assert_eq!(
+                end - start,
+                180.0,
+                "{release}: RUNNING ends at start + limit"
+            );
+            // The same job, its times in scontrol's default shape (UTC there): the same times.
+            let default = state(&file("running"), &job("1"));
+            assert_eq!(
+                (default.start_time, default.end_time),
+                (Some(start), Some(end)),
+                "{release}"
+            );
+
+            // The array (2, --array=0-9%2) beside it: its own record and task 0's (3).
+            let task = JobEnv {
+                array_job_id: Some("2".into()),
+                array_task_id: Some("0".into()),
+                array_task_count: Some(10),
+                ..job("3")
+            };
+            let (ours, tasks) = parse_show_job(&sample(&file("epoch-array")), &task).unwrap();
+            assert_eq!(ours.unwrap().state, "RUNNING", "{release}");
+            let tasks = tasks.unwrap();
+            assert_eq!(
+                (
+                    tasks.total,
+                    tasks.pending,
+                    tasks.running,
+                    tasks.done,
+                    tasks.failed
+                ),
+                (10, 9, 1, 0, 0),
+                "{release}"
+            );
+
+            let cancelled = state(&file("cancelled"), &job("1"));
+            assert_eq!(
+                (cancelled.state.as_str(), cancelled.reason),
+                ("CANCELLED", None),
+                "{release}"
+            );
+
+            // Requeued while RUNNING, at its PENDING/BeginTime step: the expected start.
+            let requeued = state(&file("requeued"), &job("5"));
+            assert_eq!(
+                (requeued.state.as_str(), requeued.reason.as_deref()),
+                ("PENDING", Some("BeginTime")),
+                "{release}"
+            );
+            assert_eq!(requeued.restart_count, 1, "{release}");
+            assert_eq!(requeued.time_limit_minutes, Some(5), "{release}");
+            assert!(requeued.start_time.is_some(), "{release}");
+
+            let timeout = state(&file("timeout"), &job("4"));
+            assert_eq!(
+                (timeout.state.as_str(), timeout.reason.as_deref()),
+                ("TIMEOUT", Some("TimeLimit")),
+                "{release}"
+            );
+            assert_eq!(timeout.time_limit_minutes, Some(1), "{release}");
+            assert!(
+                timeout.end_time.unwrap() - timeout.start_time.unwrap() >= 60.0,
+                "{release}"
+            );
+        }
+        // 26.05's command line, spaces and all, is one field's value.
+        let text = sample("scontrol-26.05-epoch-array.txt");
+        let line = std::str::from_utf8(&text).unwrap().lines().next().unwrap();
+        let r = Record::parse(line);
+        assert_eq!(
+            r.get("SubmitLine"),
+            Some("sbatch --array=0-9%2 -t 5 --wrap sleep 100")
+        );
+        assert_eq!(r.get("WorkDir"), Some("/pulse"));
+    }
+
+    /// What each release writes to stderr for a job it does not hold (exit status 1, nothing
+    /// on stdout): the words the source takes for "forgotten".
+    #[test]
+    fn every_release_says_an_unknown_id_alike() {
+        for release in ["22.05", "23.11", "24.11", "26.05"] {
+            let text = sample(&format!("scontrol-{release}-unknown.txt"));
+            let text = String::from_utf8(text).unwrap();
+            let stderr: String = text.lines().filter(|l| !l.starts_with('#')).collect();
+            assert_eq!(stderr, "slurm_load_jobs error: Invalid job id specified");
+            assert!(forgotten(&stderr), "{release}");
+            assert!(
+                text.contains("# exit status 1, 0 bytes on stdout"),
+                "{release}"
+            );
+        }
+        assert!(!forgotten(
+            "slurm_load_jobs error: Unable to contact slurm controller"
+        ));
+    }
+
     #[test]
     fn fields_hold_their_spaces_and_a_name_is_only_a_name() {
         let r = Record::parse(
@@ -313,6 +459,50 @@ mod tests {
             (None, None, None)
         );
         assert!(parse_show_job(b"garbage here\n", &job("7")).is_err());
+    }
+
+    /// 26.05 prints the command line (`SubmitLine=`) with its spaces, after the fields read;
+    /// a het job's name is followed by `HetJobIdSet=`, 26.05's by `SLUID=` where it has one.
+    #[test]
+    fn a_command_line_is_text_and_names_end_where_the_next_field_starts() {
+        let r = Record::parse(
+            "JobId=8 JobName=train UserId=ana(1) JobState=RUNNING Reason=None \
+             SubmitLine=sbatch --array=0-3 --wrap run ArrayJobId=7 JobId=9 JobName=x \
+             WorkDir=/data StdErr= StdIn=/dev/null",
+        );
+        assert_eq!(r.get("JobId"), Some("8"));
+        assert_eq!(
+            r.get("ArrayJobId"),
+            None,
+            "a command line's words are not fields"
+        );
+        assert_eq!(
+            r.get("SubmitLine"),
+            Some("sbatch --array=0-3 --wrap run ArrayJobId=7 JobId=9 JobName=x")
+        );
+        assert_eq!(r.get("JobName"), Some("train"));
+        assert_eq!(
+            (r.get("WorkDir"), r.get("StdErr")),
+            (Some("/data"), Some(""))
+        );
+        let array = JobEnv {
+            array_job_id: Some("7".into()),
+            array_task_count: Some(4),
+            ..job("10")
+        };
+        let line = b"JobId=8 JobName=a UserId=u(1) JobState=RUNNING SubmitLine=s ArrayJobId=7\n";
+        let (_, tasks) = parse_show_job(line, &array).unwrap();
+        assert_eq!(tasks.unwrap().running, 0);
+
+        let het = Record::parse(
+            "JobId=5 HetJobId=5 HetJobOffset=0 JobName=a b HetJobIdSet=5-6 UserId=u(1)",
+        );
+        assert_eq!(het.get("JobName"), Some("a b"));
+        assert_eq!(het.get("HetJobIdSet"), Some("5-6"));
+        let sluid = Record::parse("JobId=5 JobName=a SLUID=s1x UserId=u(1) JobState=PENDING");
+        assert_eq!(sluid.get("JobName"), Some("a"));
+        assert_eq!(sluid.get("SLUID"), Some("s1x"));
+        assert_eq!(sluid.state().state, "PENDING");
     }
 
     #[test]
