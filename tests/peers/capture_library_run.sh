@@ -3,8 +3,9 @@
 # user would (nohup, stdout and stderr into RUN_DIR/logs/gen.log) and watches its folder every 2 s
 # (tests/peers/watch_run.py) into RUN_DIR.growth.txt.
 #
-#   tests/peers/capture_library_run.sh LIBRARY RUN_DIR BASE_URL MODEL [PROMPTS] [MAX_TOKENS]
+#   tests/peers/capture_library_run.sh LIBRARY RUN_DIR BASE_URL MODEL [PROMPTS] [MAX_TOKENS] [ARG...]
 #
+# ARGs go to the generation script as they are (datatrove_gen.py --metric-interval 2).
 # LIBRARY is datatrove, curator or distilabel; its virtualenv comes from
 # scripts/install-library-peers.sh. The samples in tests/testdata/libraries/ were made with it
 # (their README.md says how).
@@ -12,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 lib=$1 run=$2 base=$3 model=$4 prompts=${5:-40} max_tokens=${6:-8}
+shift $(($# < 6 ? $# : 6))
 case "$lib" in
 datatrove) venv=${PULSE_DATATROVE_VENV:-/var/cache/pipeline-pulse/datatrove-venv} ;;
 curator) venv=${PULSE_CURATOR_VENV:-/var/cache/pipeline-pulse/curator-venv} ;;
@@ -30,7 +32,7 @@ start=$(date +%s.%N)
     cd "$run"
     # HOME too: the libraries keep caches under ~/.cache unless told otherwise.
     HOME=$run.home nohup "$venv/bin/python" "$gen" --base-url "$base" --model "$model" --out "$run" \
-        --subsets alpha,beta --prompts "$prompts" --max-tokens "$max_tokens" >logs/gen.log 2>&1 &
+        --subsets alpha,beta --prompts "$prompts" --max-tokens "$max_tokens" "$@" >logs/gen.log 2>&1 &
     echo $! >"$run.pid"
 )
 pid=$(cat "$run.pid")
