@@ -12,6 +12,9 @@ pub struct Discovered {
     /// Output and input globs, one per folder layout and file name family.
     pub outputs: Vec<String>,
     pub inputs: Vec<String>,
+    /// Output globs whose partition is not each file's folder (`{file}`: the file's name).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub output_partitions: std::collections::BTreeMap<String, String>,
     /// Files each of those globs matched when found.
     #[serde(default)]
     pub jsonl_counts: std::collections::BTreeMap<String, usize>,

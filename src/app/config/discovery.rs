@@ -68,6 +68,7 @@ fn apply_progress(found: &Discovered, raw: &mut RawConfig) {
             .iter()
             .map(|glob| RawOutputs {
                 glob: glob.clone(),
+                partition: found.output_partitions.get(glob).cloned(),
                 ..Default::default()
             })
             .collect();

@@ -88,6 +88,7 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
     let files::Jsonl {
         outputs,
         inputs,
+        partitions: output_partitions,
         counts: jsonl_counts,
         passed_over,
     } = files::jsonl_globs(dir);
@@ -110,6 +111,7 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         server_logs,
         outputs,
         inputs,
+        output_partitions,
         jsonl_counts,
         passed_over,
         driver,
@@ -151,7 +153,11 @@ pub fn describe(found: &Discovered) -> Vec<String> {
         None => g.clone(),
     };
     for g in &found.outputs {
-        lines.push(format!("outputs {}", counted(g)));
+        let by = match found.output_partitions.get(g) {
+            Some(p) => format!(", partition {p}"),
+            None => String::new(),
+        };
+        lines.push(format!("outputs {}{by}", counted(g)));
     }
     for g in &found.inputs {
         lines.push(format!("inputs {}", counted(g)));

@@ -194,7 +194,7 @@ impl Catalog {
                 ),
                 Kind::Input => (None, None),
             };
-            let partition = partition.unwrap_or_else(|| super::partition_of(&path));
+            let partition = super::partition_for(partition.as_deref(), &path);
             let key = path.display().to_string();
             let resume = self.saved.remove(&key).filter(|s| s.kind == kind);
             said += 1;

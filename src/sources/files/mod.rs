@@ -229,6 +229,26 @@ impl crate::sources::Source for OutputSource {
     }
 }
 
+/// The `partition` setting that names each file's partition by the file's name, without its
+/// extensions (`outputs/B1.jsonl` is `B1`), for a folder of one file per partition.
+pub const PARTITION_BY_FILE: &str = "{file}";
+
+/// The partition of a file of an output glob whose `partition` setting is `configured`: that
+/// name, the file's own name for [`PARTITION_BY_FILE`], else its folder's.
+pub fn partition_for(configured: Option<&str>, path: &Path) -> String {
+    match configured {
+        Some(PARTITION_BY_FILE) => path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split('.').next())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_PARTITION)
+            .to_owned(),
+        Some(name) => name.to_owned(),
+        None => partition_of(path),
+    }
+}
+
 /// The partition a file belongs to: the name of its folder (`prepared/B1_glaive/raw.jsonl`).
 pub fn partition_of(path: &Path) -> String {
     path.parent()
@@ -250,5 +270,22 @@ mod tests {
             "B1_glaive"
         );
         assert_eq!(partition_of(Path::new("raw.jsonl")), DEFAULT_PARTITION);
+    }
+
+    #[test]
+    fn a_partition_by_file_is_the_name_without_its_extensions() {
+        let by_file = Some(PARTITION_BY_FILE);
+        assert_eq!(
+            partition_for(by_file, Path::new("/r/outputs/B1.jsonl.gz")),
+            "B1"
+        );
+        assert_eq!(
+            partition_for(Some("x"), Path::new("/r/outputs/B1.jsonl")),
+            "x"
+        );
+        assert_eq!(
+            partition_for(None, Path::new("/r/outputs/B1.jsonl")),
+            "outputs"
+        );
     }
 }
