@@ -464,7 +464,7 @@ mod tests {
         let by_file: Vec<_> = found
             .partitions
             .iter()
-            .map(|(g, p)| (relative(d, &[g.clone()]), p.as_str()))
+            .map(|(g, p)| (relative(d, std::slice::from_ref(g)), p.as_str()))
             .collect();
         assert_eq!(by_file, [(vec!["outputs/*.jsonl".to_owned()], BY_FILE)]);
     }
