@@ -37,14 +37,28 @@ impl Default for Tqdm {
 /// Bars that track setting up, not the work, by the start of their description: vLLM's
 /// offline `LLM.generate` queues (`Adding requests`, to 0.10) or renders (`Rendering prompts`,
 /// `Rendering conversations`) its prompts before the bar of the work; every engine loads its
-/// weights (`Loading safetensors checkpoint shards`) and captures CUDA graphs. None is a
-/// partition.
-const SETUP_BARS: [&str; 4] = [
+/// weights (`Loading safetensors checkpoint shards`) and captures CUDA graphs; Hugging Face
+/// `datasets` and `huggingface_hub`, which Curator and distilabel save their results with,
+/// build, save, map and fetch tables (`Generating train split`, `Saving the dataset (1/1
+/// shards)`, `Map (num_proc=4)`). None is a partition, and none counts as the run's work.
+const SETUP_BARS: [&str; 14] = [
     "Adding requests",
     "Rendering ",
     "Loading ",
     "Capturing CUDA graph",
+    "Generating ",
+    "Saving the dataset",
+    "Flattening the indices",
+    "Casting ",
+    "Creating parquet",
+    "Resolving data files",
+    "Downloading",
+    "Fetching ",
+    "Uploading",
+    "Extracting data files",
 ];
+/// `datasets`' bars named by one short word, alone or with its `(num_proc=N)`.
+const SETUP_WORDS: [&str; 4] = ["Map", "Filter", "Casting", "Sorting"];
 
 /// Bars of the work whose description names no partition: vLLM's offline `LLM.generate`
 /// (`Processed prompts`, one bar per call) and its `run_batch` (`Running batch`). Their frames
@@ -83,7 +97,13 @@ impl Tqdm {
         } else {
             without_total(line, self.divisor)?
         };
-        let setup = |d: &str| SETUP_BARS.iter().any(|s| d.starts_with(s));
+        let setup = |d: &str| {
+            SETUP_BARS.iter().any(|s| d.starts_with(s))
+                || SETUP_WORDS.iter().any(|w| {
+                    d.strip_prefix(w)
+                        .is_some_and(|r| r.is_empty() || r.starts_with(" ("))
+                })
+        };
         Some(match frame {
             Some(p) if p.partition.is_some_and(setup) => Event::Queued,
             Some(mut p) => {
@@ -473,6 +493,41 @@ mod tests {
         assert_eq!(p.eta_seconds, Some(86400.0 + 7384.0));
         let p = progress("d:  50%|█████     | 50/100 [26:03:04<100:00:00, 1.85s/it]");
         assert_eq!(p.eta_seconds, Some(360000.0));
+    }
+
+    /// The libraries' logs hold `datasets`' bars (building and saving the result) and no bar
+    /// of the run's work: none of their frames is progress or a partition
+    /// (tests/testdata/libraries/*/gen.log, from real runs).
+    #[test]
+    fn library_logs_hold_no_bar_of_the_work() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/libraries");
+        let mut bars = 0;
+        for library in ["datatrove", "curator", "distilabel"] {
+            let log = std::fs::read(root.join(library).join("gen.log")).unwrap();
+            for frame in log.split(|b| *b == b'\r' || *b == b'\n') {
+                match Tqdm::default().parse(frame) {
+                    Some(Event::Progress(p)) => {
+                        panic!("{library}: {p:?} from {}", String::from_utf8_lossy(frame))
+                    }
+                    Some(Event::Queued) => bars += 1,
+                    _ => {}
+                }
+            }
+        }
+        assert!(bars > 0, "the samples hold datasets' bars");
+        for bar in [
+            "Map (num_proc=4):  50%|█████     | 5/10 [00:00<00:00, 50.0 examples/s]",
+            "Filter: 100%|██████████| 10/10 [00:00<00:00, 2000.00 examples/s]",
+        ] {
+            assert_eq!(
+                Tqdm::default().parse(bar.as_bytes()),
+                Some(Event::Queued),
+                "{bar}"
+            );
+        }
+        let p = progress("Mapping_v2: 100%|██████████| 10/10 [00:00<00:00, 20.00it/s]");
+        assert_eq!(p.partition, Some("Mapping_v2"));
     }
 
     #[test]
