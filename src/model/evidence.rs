@@ -127,6 +127,15 @@ impl Run {
         Run::complete(views)
             || (self.complete_said && !self.any_active())
             || self.budget_reached(views)
+            || self.ended_after_stage_done()
+    }
+
+    /// A library's driver ended right after its log said a stage was done (a datatrove
+    /// executor's stats, a distilabel step, a Curator call), with nothing of the run said
+    /// after and no partition active: a process that is not the sidecar's child leaves no
+    /// exit status, so what it said last is the evidence that it ended cleanly.
+    pub fn ended_after_stage_done(&self) -> bool {
+        self.stage_done && self.process.as_ref().is_some_and(|p| !p.up) && !self.any_active()
     }
 
     /// Whether every partition reached its plan (or the log says it did).
@@ -142,10 +151,10 @@ impl Run {
             .values()
             .flat_map(|p| [p.last_progress_at, p.started_at]);
         let outputs = views.iter().map(|v| v.last_write);
-        let server = [self.server_generating_at];
+        let elsewhere = [self.server_generating_at, self.working_at];
         partitions
             .chain(outputs)
-            .chain(server)
+            .chain(elsewhere)
             .flatten()
             .reduce(f64::max)
     }

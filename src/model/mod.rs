@@ -75,6 +75,13 @@ pub struct Run {
     /// The driver's log said the whole run is done, and no partition began after.
     #[serde(default)]
     complete_said: bool,
+    /// A library's log said a stage of its work is done, and nothing of the run's work was
+    /// said after: the driver ending now is the run's end.
+    #[serde(default)]
+    stage_done: bool,
+    /// When a library's log last showed it at work (a line with no figure).
+    #[serde(default)]
+    working_at: Option<Seconds>,
     partitions: Arc<BTreeMap<String, Partition>>,
     logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
@@ -444,6 +451,8 @@ impl Run {
         );
         self.model_name = None;
         self.complete_said = false;
+        self.stage_done = false;
+        self.working_at = None;
         Arc::make_mut(&mut self.partitions).clear();
         self.passes.clear();
         self.outputs_resumed.clear();
@@ -503,6 +512,11 @@ impl Run {
             Event::Model(name) => self.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
             Event::RunComplete => self.complete_said = true,
+            Event::StageDone => self.stage_done = true,
+            Event::Working => {
+                self.stage_done = false;
+                self.working_at = Some(self.working_at.map_or(now, |at| at.max(now)));
+            }
             Event::Server(read) => {
                 if let Some(format) = self.logs[log].format {
                     Arc::make_mut(&mut self.server_log).format = Some(format);
@@ -512,6 +526,7 @@ impl Run {
             Event::Partition { name, mode } => {
                 // A driver that starts another partition has more to do.
                 self.complete_said = false;
+                self.stage_done = false;
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);
                 p.announce(now);
@@ -532,6 +547,7 @@ impl Run {
                 p.max_tokens = max_tokens.or(p.max_tokens);
             }
             Event::Progress(progress) => {
+                self.stage_done = false;
                 match progress.partition {
                     Some(named) => self.switch_to(log, named),
                     None => {

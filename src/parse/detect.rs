@@ -35,6 +35,13 @@ impl Detect {
         // of the work (vLLM's offline `Processed prompts`): once the log is found to be one,
         // the other's lines that cannot be mistaken still count, a tqdm log's headers and a
         // run_inference log's frames.
+        // A library's own lines cannot be mistaken; they decide a log nothing else has.
+        if let Some(event) = super::library::parse(line) {
+            if self.chosen.is_none() {
+                self.decide(Format::Library, line);
+            }
+            return Some(event);
+        }
         match self.chosen {
             Some(Format::Tqdm) => return tqdm_line(self.tqdm, line),
             Some(_) => return run_inference_line(self.tqdm, line),
@@ -79,7 +86,10 @@ impl Detect {
 
     /// Continues with a format found before (restored from a snapshot).
     pub fn assume(&mut self, format: Format) {
-        if matches!(format, Format::RunInference | Format::Tqdm) {
+        if matches!(
+            format,
+            Format::RunInference | Format::Tqdm | Format::Library
+        ) {
             self.chosen = Some(format);
             self.reason = Some("found before the restart".to_owned());
         }

@@ -7,6 +7,7 @@
 pub mod ansi;
 mod detect;
 pub mod envelope;
+pub mod library;
 pub(crate) mod number;
 mod regex_format;
 mod run_inference;
@@ -51,6 +52,12 @@ pub enum Event<'a> {
     Queued,
     /// The driver says the whole run is done (`All partitions complete.`).
     RunComplete,
+    /// A data-generation library says a stage of its work is done (a datatrove task, a
+    /// distilabel step, a Curator call): the run is over if its driver ends with nothing said
+    /// after ([`library`]).
+    StageDone,
+    /// A library's line that shows it at work, with no figure in it.
+    Working,
     /// A line that looks like progress but cannot be read exactly (a count with a suffix we do
     /// not know, numbers that contradict each other). It changes no figure and is counted in
     /// `pulse_log_lines_unparsed_total`: a confident wrong number is worse than none.
@@ -112,6 +119,9 @@ pub enum Format {
     /// Inference server logs (`--server-log`).
     Sglang,
     Vllm,
+    /// A data-generation library's own lines (datatrove, Curator, distilabel): found, never
+    /// guessed, from a line only a library writes.
+    Library,
 }
 
 impl Format {
@@ -123,6 +133,7 @@ impl Format {
             Format::Regex => "regex",
             Format::Sglang => "sglang",
             Format::Vllm => "vllm",
+            Format::Library => "library",
         }
     }
 }
@@ -144,8 +155,9 @@ impl FromStr for Format {
             "regex" => Ok(Format::Regex),
             "sglang" => Ok(Format::Sglang),
             "vllm" => Ok(Format::Vllm),
+            "library" => Ok(Format::Library),
             other => Err(format!(
-                "unknown log format {other:?}; expected auto, run_inference, tqdm or regex (sglang or vllm for server logs)"
+                "unknown log format {other:?}; expected auto, run_inference, tqdm, library or regex (sglang or vllm for server logs)"
             )),
         }
     }

@@ -222,6 +222,55 @@ fn a_driver_that_exits_after_a_complete_run_is_not_process_exited() {
     );
 }
 
+/// A library's run: its records counted from its files, no plan, its log's own lines
+/// (tests/testdata/libraries/datatrove/gen.log).
+#[test]
+fn a_library_driver_that_ends_after_its_last_stage_is_finished_not_exited() {
+    let lines = [
+        "2026-12-07 20:21:34.318 | INFO     | datatrove.pipeline.inference.run_inference:metrics_reporter:204 - Model call: Inference 🔍",
+        "2026-12-07 20:18:26.272 | SUCCESS  | datatrove.executor.base:_run_for_rank:140 - Processing done for rank=0",
+        "📉📉📉 Stats: All 2 tasks 📉📉📉",
+    ];
+    let ended = |said: &[&str]| {
+        let mut run = Run::new(&["log".into()]);
+        let mut parser = Parser::Auto(crate::parse::Detect::default());
+        for (i, line) in said.iter().enumerate() {
+            run.ingest(
+                0,
+                line.as_bytes(),
+                parser.parse(line.as_bytes()),
+                T0 + i as f64,
+            );
+        }
+        run.set_output_file(
+            "/r/output/alpha/00000.jsonl.gz".into(),
+            OutputFile {
+                partition: "alpha".into(),
+                stats: OutputStats {
+                    records: 150,
+                    ..OutputStats::default()
+                },
+                last_write: Some(T0),
+            },
+        );
+        let mut process = ProcessState::default();
+        process.observe(Some(7), T0);
+        process.observe(None, T0 + 10.0);
+        *run.process_mut() = Some(process);
+        alerts(&eval(&run, T0 + 20.0))
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect::<Vec<_>>()
+    };
+    let clean = ended(&lines);
+    assert!(clean.contains(&AlertName::RunFinished), "{clean:?}");
+    assert!(!clean.contains(&AlertName::ProcessExited), "{clean:?}");
+    // Work said after the last stage's end: the driver died in the next one.
+    let crashed = ended(&[lines[1], lines[2], lines[0]]);
+    assert!(crashed.contains(&AlertName::ProcessExited), "{crashed:?}");
+    assert!(!crashed.contains(&AlertName::RunFinished), "{crashed:?}");
+}
+
 /// B1's output file, as many records as the log reports, last written `at`.
 fn b1_records_written(run: &mut Run, at: Seconds) {
     run.outputs_mut().insert(

@@ -637,6 +637,11 @@ impl RawLog {
             (Format::Auto, None) => Parser::Auto(Detect::with_tqdm(tqdm)),
             (Format::RunInference, None) => Parser::RunInference(RunInference),
             (Format::Tqdm, None) => Parser::Tqdm(tqdm),
+            (Format::Library, None) => {
+                let mut detect = Detect::with_tqdm(tqdm);
+                detect.assume(Format::Library);
+                Parser::Auto(detect)
+            }
             (Format::Regex, Some(re)) => Parser::Regex(
                 RegexFormat::new(re)
                     .map_err(|e| ConfigError::invalid(key("regex"), e.to_string()))?,
