@@ -23,6 +23,7 @@ mod heal;
 mod history;
 mod http_habits;
 mod layout;
+mod libraries;
 mod many_files;
 mod new_run;
 mod node;

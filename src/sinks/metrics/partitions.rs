@@ -152,7 +152,7 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut Out) -> fmt::Result {
     super::gauge(
         enc,
         "pulse_run_finished",
-        "1 once the run is finished (every partition reached its plan, or the driver's log said the run is complete), whether or not its driver still runs.",
+        "1 once the run is finished (every partition reached its plan, or the driver's log said the run is complete, or a library's driver ended right after it said its last stage was done), whether or not its driver still runs.",
         if run.finished(&views) { 1.0 } else { 0.0 },
     )?;
     let p = run.projection(now);
@@ -162,12 +162,15 @@ pub(super) fn encode(run: &Run, now: Seconds, enc: &mut Out) -> fmt::Result {
         "Completed requests over all partitions: distinct records where the outputs are followed.",
         p.completed as f64,
     )?;
-    super::gauge(
-        enc,
-        "pulse_run_requests_planned",
-        "Planned requests over all partitions.",
-        p.planned as f64,
-    )?;
+    // No plan known (a library that keeps none) is no plan, not a plan of zero.
+    if views.iter().any(|v| v.planned().is_some()) {
+        super::gauge(
+            enc,
+            "pulse_run_requests_planned",
+            "Planned requests over the partitions whose plan is known; absent while none is.",
+            p.planned as f64,
+        )?;
+    }
     let optional = [
         ("pulse_run_eta_seconds", "Remaining time for the whole run at the current rate (to its plan, or a budget before it).", p.eta_seconds),
         ("pulse_run_eta_lower_seconds", "The ETA at the fastest of the recent rates (the band's lower bound).", p.eta_band.map(|b| b.0)),

@@ -37,6 +37,9 @@ impl Default for Pointers {
                 "/completion_tokens",
                 "/response/body/usage/completion_tokens",
                 "/result/message/usage/output_tokens",
+                // datatrove's InferenceRunner (its first rollout), Curator's raw response.
+                "/metadata/rollout_results/0/usage/completion_tokens",
+                "/raw_response/usage/completion_tokens",
             ]),
             finish_reason: own(&[
                 "/meta_info/finish_reason/type",
@@ -45,6 +48,8 @@ impl Default for Pointers {
                 "/finish_reason",
                 "/response/body/choices/0/finish_reason",
                 "/result/message/stop_reason",
+                "/metadata/rollout_results/0/finish_reason",
+                "/raw_response/choices/0/finish_reason",
             ]),
             text: own(&[
                 "/text",
@@ -63,8 +68,14 @@ impl Default for Pointers {
                 "/result/message/content/0/thinking",
                 "/result/message/content/1/text",
                 "/result/message/content/1/thinking",
+                "/response_message",
             ]),
-            error: own(&["/error", "/meta_info/error", "/result/error"]),
+            error: own(&[
+                "/error",
+                "/meta_info/error",
+                "/result/error",
+                "/response_errors",
+            ]),
             status: own(&["/response/status_code"]),
             result_type: own(&["/result/type"]),
             id: own(&["/custom_id", "/id", "/prompt_id", "/request_id", "/idx"]),
