@@ -181,6 +181,25 @@ fn per_partition(m: &Metrics, name: &str) -> std::collections::BTreeMap<String, 
         .collect()
 }
 
+/// `library`'s script writing into `run`, its output in `run/logs/gen.log` as `nohup python
+/// gen.py > logs/gen.log 2>&1` leaves it. The command is dropped here: its copies of the log's
+/// descriptor would make the test the log's writer, and so the run's driver.
+fn start_driver(library: &str, run: &Path, args: &[&str]) -> Group {
+    let log = std::fs::File::create(run.join("logs/gen.log")).unwrap();
+    let mut driver = Command::new(library_python(library));
+    driver
+        .arg(Path::new(PEERS).join(format!("{library}_gen.py")))
+        .args(args)
+        .args(["--out", path_str(run), "--max-tokens", "16"])
+        .current_dir(run)
+        .env("HF_HOME", run.join(".hf-home"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    Group(dies_with_its_starter(&mut driver).spawn().unwrap())
+}
+
 /// What one library's run showed while it ran.
 #[derive(Default, Debug)]
 struct Seen {
@@ -209,21 +228,20 @@ fn drive(library: &str, server: (u16, &Path), dir: &Path, prompts: usize) -> See
         "--gpu",
         "off",
     ]);
-    let log = std::fs::File::create(run.join("logs/gen.log")).unwrap();
-    let mut driver = Command::new(library_python(library));
-    driver
-        .arg(Path::new(PEERS).join(format!("{library}_gen.py")))
-        .args(["--base-url", &format!("http://127.0.0.1:{}/v1", server.0)])
-        .args(["--model", path_str(server.1), "--out", path_str(&run)])
-        .args(["--subsets", "alpha,beta", "--prompts", &prompts.to_string()])
-        .args(["--max-tokens", "16"])
-        .current_dir(&run)
-        .env("HF_HOME", dir.join("hf-home"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
-    let mut driver = Group(dies_with_its_starter(&mut driver).spawn().unwrap());
+    let mut driver = start_driver(
+        library,
+        &run,
+        &[
+            "--base-url",
+            &format!("http://127.0.0.1:{}/v1", server.0),
+            "--model",
+            path_str(server.1),
+            "--subsets",
+            "alpha,beta",
+            "--prompts",
+            &prompts.to_string(),
+        ],
+    );
     let mut seen = Seen::default();
     let started = std::time::Instant::now();
     let status = loop {
@@ -382,26 +400,20 @@ fn stopped_engine(port: u16, model: &Path, dir: &Path, server_pid: u32) {
         "--gpu",
         "off",
     ]);
-    let log = std::fs::File::create(run.join("logs/gen.log")).unwrap();
-    let mut driver = Command::new(library_python("datatrove"));
-    driver
-        .arg(Path::new(PEERS).join("datatrove_gen.py"))
-        .args(["--base-url", &format!("http://127.0.0.1:{port}/v1")])
-        .args(["--model", path_str(model), "--out", path_str(&run)])
-        .args([
+    let _driver = start_driver(
+        "datatrove",
+        &run,
+        &[
+            "--base-url",
+            &format!("http://127.0.0.1:{port}/v1"),
+            "--model",
+            path_str(model),
             "--subsets",
             "alpha",
             "--prompts",
             "2000",
-            "--max-tokens",
-            "16",
-        ])
-        .current_dir(&run)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
-    let _driver = Group(dies_with_its_starter(&mut driver).spawn().unwrap());
+        ],
+    );
     wait_until(
         "the server tied to the run",
         Duration::from_secs(120),
