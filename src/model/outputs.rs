@@ -244,11 +244,15 @@ impl PartitionView<'_> {
         self.log.and_then(|p| p.planned).or(self.input_lines)
     }
 
-    /// Completed requests: as the log reported them, else the records written.
+    /// Completed requests: as the log reported them, else the records written. A partition
+    /// the log only announced or planned (`alpha: 300 prompts`) has reported nothing: its
+    /// records are the count, not the log's 0.
     pub fn completed(&self) -> Option<u64> {
-        self.log
+        let reported = self.log.filter(|p| p.last_progress_at.is_some());
+        reported
             .map(|p| p.completed)
             .or(self.outputs.as_ref().map(|o| o.records))
+            .or(self.log.map(|p| p.completed))
     }
 
     /// Distinct records written: records less the duplicates of an earlier one's id.
@@ -654,6 +658,24 @@ mod tests {
             );
         }
         run
+    }
+
+    /// A library's script announces its plan (`A: 60 prompts`) and never a count: the records
+    /// written are the partition's completed, not the announced partition's 0.
+    #[test]
+    fn a_partition_only_planned_by_the_log_counts_its_records() {
+        let run = run_with(&["A: 60 prompts"], 12, None);
+        let views = run.views();
+        let a = views.iter().find(|v| v.name == "A").unwrap();
+        assert_eq!((a.completed(), a.planned()), (Some(12), Some(60)));
+        let run = run_with(&["Processing: A", "  5/60 (0 err) 1.0 req/s"], 12, None);
+        let views = run.views();
+        let a = views.iter().find(|v| v.name == "A").unwrap();
+        assert_eq!(
+            a.completed(),
+            Some(5),
+            "a count the log reported is the log's"
+        );
     }
 
     /// Partition A's file now holds `records`, of which `duplicates` repeat an earlier id.
