@@ -28,6 +28,10 @@ pub struct Discovered {
     pub role: Option<crate::run_identity::Role>,
     /// What could not be looked at, said once (`/proc` of other users' processes).
     pub notes: Vec<String>,
+    /// The one of `notes` that says why this scan took no server (it is among them): not
+    /// said while a server tied to the run before stays tied.
+    #[serde(skip)]
+    pub server_note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,11 +49,18 @@ pub struct DiscoveredProcess {
     /// by it and its run folder, so one restarted with other arguments is still the driver.
     #[serde(default)]
     pub program: String,
+    /// When it started, in clock ticks after boot: with the pid, what tells it from a later
+    /// process given the same pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiscoveredServer {
     pub pid: u32,
+    /// When it started, in clock ticks after boot (as [`DiscoveredProcess::started`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
     /// `sglang` or `vllm`.
     pub engine: String,
     pub command: String,
@@ -76,6 +87,11 @@ pub struct DiscoveredServer {
     /// data-parallel engine (`vllm serve --headless`), which only compute.
     #[serde(default = "yes")]
     pub serves_http: bool,
+    /// The driver whose connection tied it to the run (pid and start time): the tie lasts as
+    /// long as that process, through the scans that find it between two requests with no
+    /// connection open. `None` for a server tied by the run folder, and for a guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tied_by_driver: Option<DiscoveredProcess>,
 }
 
 fn yes() -> bool {
@@ -83,6 +99,13 @@ fn yes() -> bool {
 }
 
 impl DiscoveredProcess {
+    /// Whether `other` is this very process: the same pid, and the same start time where both
+    /// are known (a pid the kernel gave again to another process is another process).
+    pub fn same_process(&self, other: &DiscoveredProcess) -> bool {
+        self.pid == other.pid
+            && (self.started.is_none() || other.started.is_none() || self.started == other.started)
+    }
+
     /// Whether it does the engine's work, by the title it gave itself (`VLLM::EngineCore`,
     /// `VLLM::Worker_TP0`, `sglang::scheduler_TP0`): not a detokenizer nor multiprocessing's
     /// resource tracker.
@@ -100,7 +123,7 @@ impl DiscoveredServer {
     /// This scan's view of the server, told what the last one saw: the working processes the
     /// same server had then and has no more are gone (and stay so while it runs).
     pub fn after(mut self, before: Option<&DiscoveredServer>) -> DiscoveredServer {
-        let Some(before) = before.filter(|b| b.pid == self.pid) else {
+        let Some(before) = before.filter(|b| b.same_process(&self)) else {
             return self;
         };
         let now: Vec<u32> = self.workers.iter().map(|w| w.pid).collect();
@@ -118,7 +141,22 @@ impl DiscoveredServer {
     pub fn tied(&self) -> bool {
         !self.by.starts_with(ONLY_ONE)
     }
+
+    /// Tied by the driver's connection to it (or to its port), not by the run folder.
+    pub fn tied_by_connection(&self) -> bool {
+        self.by.starts_with(BY_CONNECTION)
+    }
+
+    /// Whether `other` is this very server process (as [`DiscoveredProcess::same_process`]).
+    pub fn same_process(&self, other: &DiscoveredServer) -> bool {
+        self.pid == other.pid
+            && (self.started.is_none() || other.started.is_none() || self.started == other.started)
+    }
 }
+
+/// How [`DiscoveredServer::by`] begins for a server tied by the driver's connection to it or
+/// to the port its command line gives it.
+pub const BY_CONNECTION: &str = "the driver's connection to";
 
 /// How [`DiscoveredServer::by`] begins for the only server on a node, a guess said as such;
 /// what follows says why the guess is allowed.

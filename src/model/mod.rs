@@ -21,7 +21,9 @@ pub mod stacks;
 mod updates;
 mod window;
 
-pub use discovery::{Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, ONLY_ONE};
+pub use discovery::{
+    Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, BY_CONNECTION, ONLY_ONE,
+};
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
     xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS, PIDS_IN_ANOTHER_NAMESPACE,

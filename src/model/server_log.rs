@@ -452,7 +452,13 @@ impl Run {
     /// the OOM killer leaves it. Its `/health` may answer 503 (SGLang) and its gauges stay
     /// where they were, so neither says it; discovery's scans of its processes do.
     pub fn engine_dead(&self) -> Option<String> {
-        let server = self.discovered.as_ref()?.server.as_ref()?;
+        // A guess is never evidence (docs/claims.md): its processes say nothing of the run's.
+        let server = self
+            .discovered
+            .as_ref()?
+            .server
+            .as_ref()
+            .filter(|s| s.tied())?;
         if server.workers_gone.is_empty() {
             return None;
         }

@@ -79,9 +79,19 @@ pub(super) fn stalled(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .run_stall_seconds(&j.views, now)
         .filter(|s| *s > stall_after)
     {
+        // The server's evidence names it here too: a tied or configured server that is down,
+        // crashed, hung (its health unanswered, or requests held and nothing generated), asleep
+        // or busy is what the run waits on, not a driver idle between partitions.
         let (cause, why) = match stall_cause(run, j.stacks, now - seconds, now) {
             found @ (
-                Cause::DriverGone | Cause::ServerDown | Cause::DriverDeadlocked | Cause::DriverStopped,
+                Cause::DriverGone
+                | Cause::ServerCrashed
+                | Cause::ServerDown
+                | Cause::ServerAsleep
+                | Cause::ServerHung
+                | Cause::ServerBusyNothingWritten
+                | Cause::DriverDeadlocked
+                | Cause::DriverStopped,
                 _,
             ) => found,
             _ => (

@@ -95,7 +95,25 @@ pub(super) fn stall_cause(
             ),
         );
     }
+    // As ServerDown names it: an engine dead behind its live front end is a crash, a health
+    // ask with no answer from a port that accepts is a hung HTTP process.
+    if let Some(dead) = run.engine_dead() {
+        return (
+            Cause::ServerCrashed,
+            format!("The inference server's front end still runs, but {dead}: nothing it accepts is served."),
+        );
+    }
     if run.server_down() {
+        if let Some(why) = run.server().as_ref().filter(|s| s.hung).map(|s| {
+            s.error
+                .clone()
+                .unwrap_or_else(|| "its health check gets no answer".into())
+        }) {
+            return (
+                Cause::ServerHung,
+                format!("The inference server does not answer: {why}. Its process lives, so the requests it holds wait."),
+            );
+        }
         return (
             Cause::ServerDown,
             "The inference server's health check fails.".into(),

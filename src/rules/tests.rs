@@ -996,3 +996,167 @@ fn run_late_waits_no_longer_than_a_share_of_the_time_left() {
         .unwrap();
     assert_eq!(late.wait_at_most, Some(20.0));
 }
+
+/// A run between partitions (B1 left with errors to retry, its driver still running) whose server a driver's
+/// connection tied to it (issue 58): the engine stopped, the server is what the run waits on.
+fn between_partitions_with_a_tied_server() -> Run {
+    let mut run = Run::new(&["log".into()]);
+    feed(
+        &mut run,
+        &[
+            (T0, "Processing: B1 (SHORT)"),
+            (T0, "B1: 100 prompts"),
+            (T0 + 30.0, "  50/100 (0 err) 1.0 req/s avg_comp=300tok"),
+            (T0 + 60.0, "  80/100 (20 err) 1.0 req/s avg_comp=300tok"),
+        ],
+    );
+    // The driver moved on from B1 (to its retries, or the next subset) and starts nothing.
+    for p in run.partitions_mut().values_mut() {
+        p.active = false;
+    }
+    run.process_seen(Some(42), T0);
+    *run.discovered_mut() = Some(crate::model::Discovered {
+        server: Some(crate::model::DiscoveredServer {
+            pid: 7,
+            engine: "vllm".into(),
+            command: "vllm serve m".into(),
+            health_url: "http://127.0.0.1:8000/health".into(),
+            by: "the driver's connection to it".into(),
+            serves_http: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    run
+}
+
+/// Issue 58: with no partition active, a stall whose server is hung, down or not generating
+/// names the server, never "driver idle between partitions"; a server that is fine and idle
+/// leaves the driver to blame.
+#[test]
+fn a_stall_between_partitions_with_a_tied_hung_server_names_the_server() {
+    let later = T0 + 60.0 + 900.0;
+    let run_stall = |run: &Run, now: Seconds| {
+        eval(run, now)
+            .into_iter()
+            .find(|c| c.alert == AlertName::Stalled && c.partition.is_none())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the run's Stalled: {:?} {:?}",
+                    eval(run, now),
+                    run.partitions()
+                )
+            })
+    };
+    // Its health asked, no answer from a port that accepts (the engine stopped behind it),
+    // after it had answered.
+    let mut run = between_partitions_with_a_tied_server();
+    run.set_server(
+        ServerState {
+            up: Some(true),
+            checked_at: Some(T0),
+            ..ServerState::default()
+        },
+        T0,
+    );
+    run.set_server(
+        ServerState {
+            up: Some(false),
+            hung: true,
+            error: Some("http://127.0.0.1:8000/health: no complete answer within 2s: it accepts connections but gives no answer within 2s, so its HTTP process is hung (stopped, or wedged in its event loop)".into()),
+            checked_at: Some(later),
+            ..ServerState::default()
+        },
+        later,
+    );
+    let stalled = run_stall(&run, later);
+    assert_eq!(stalled.cause, Some(Cause::ServerHung), "{stalled:?}");
+    assert!(stalled.summary.contains("(server hung)"), "{stalled:?}");
+    assert!(
+        stalled.details.contains("HTTP process is hung"),
+        "{stalled:?}"
+    );
+    let c = eval(&run, later);
+    let down = c
+        .iter()
+        .find(|c| c.alert == AlertName::ServerDown)
+        .expect("ServerDown");
+    assert_eq!(
+        down.cause,
+        Some(Cause::ServerHung),
+        "the same cause: {down:?}"
+    );
+
+    // Its front end answers, its gauges hold a request and its counter stands still (vLLM's
+    // EngineCore stopped mid-request): ServerHung, and the stall says so.
+    let mut run = between_partitions_with_a_tied_server();
+    for at in [T0 + 60.0, later - 300.0, later] {
+        run.set_server(
+            ServerState {
+                up: Some(true),
+                running_requests: Some(1.0),
+                queued_requests: Some(0.0),
+                generation_tokens_per_second: Some(if at == T0 + 60.0 { 30.0 } else { 0.0 }),
+                checked_at: Some(at),
+                ..ServerState::default()
+            },
+            at,
+        );
+    }
+    let stalled = run_stall(&run, later);
+    assert_eq!(stalled.cause, Some(Cause::ServerHung), "{stalled:?}");
+    assert!(
+        alerts(&eval(&run, later)).contains(&(AlertName::ServerHung, None)),
+        "{:?}",
+        eval(&run, later)
+    );
+
+    // The server up and idle: the driver starts nothing, as before.
+    let mut run = between_partitions_with_a_tied_server();
+    run.set_server(
+        ServerState {
+            up: Some(true),
+            running_requests: Some(0.0),
+            queued_requests: Some(0.0),
+            generation_tokens_per_second: Some(0.0),
+            checked_at: Some(later),
+            ..ServerState::default()
+        },
+        later,
+    );
+    assert_eq!(
+        run_stall(&run, later).cause,
+        Some(Cause::DriverIdleBetweenPartitions)
+    );
+}
+
+/// A guess is never evidence: the only server on the node, whose EngineCore discovery saw go,
+/// says nothing of the run (no ServerDown, no server cause in a stall).
+#[test]
+fn a_guessed_servers_dead_engine_says_nothing() {
+    let mut run = between_partitions_with_a_tied_server();
+    let server = run
+        .discovered_mut()
+        .as_mut()
+        .unwrap()
+        .server
+        .as_mut()
+        .unwrap();
+    server.by = format!("{} (no driver found yet)", crate::model::ONLY_ONE);
+    server.workers_gone = vec![crate::model::DiscoveredProcess {
+        pid: 8,
+        command: "VLLM::EngineCore".into(),
+        ..Default::default()
+    }];
+    assert_eq!(run.engine_dead(), None);
+    let c = eval(&run, T0 + 60.0 + 900.0);
+    assert!(
+        !alerts(&c).contains(&(AlertName::ServerDown, None)),
+        "{c:?}"
+    );
+    let stalled = c
+        .iter()
+        .find(|c| c.alert == AlertName::Stalled)
+        .expect("Stalled");
+    assert_eq!(stalled.cause, Some(Cause::DriverIdleBetweenPartitions));
+}

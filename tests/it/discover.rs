@@ -505,3 +505,91 @@ fn a_server_the_run_does_not_use_is_not_the_runs() {
         "`discover` proposes no server URL: {text:?}"
     );
 }
+
+/// A driver as datatrove (a socket per request) or an httpx pool the server closes when idle
+/// talks to its server: a new connection for each request, held about 2.5 s (the request in
+/// flight), then none for 4 s, several discovery intervals.
+const REQUEST_PER_CONNECTION_DRIVER: &str = r#"
+import http.client, sys, time
+log_path, port = sys.argv[1], int(sys.argv[2])
+with open(log_path, "a") as log:
+    log.write("Model: /shared/kimi-k2.5-int4\n")
+    log.write("Processing: B1_glaive (SHORT)\nB1_glaive: 400 prompts\n")
+    log.write("  40/400 (0 err) 2.0 req/s avg_comp=300tok ETA=180s\n")
+    log.flush()
+    for _ in range(200):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/health")
+            conn.getresponse().read()
+            time.sleep(2.5)
+        except Exception:
+            pass
+        conn.close()
+        time.sleep(4)
+"#;
+
+/// Issue 58: a server tied by the driver's connection stays tied (and probed) through the
+/// scans that find the driver between two requests with no connection, and the tie ends,
+/// said once, when that driver exits.
+#[test]
+fn a_driver_with_a_connection_per_request_keeps_its_server_between_requests() {
+    let dir = temp_dir();
+    // Started outside the run folder, named in nothing of it: only the connection ties it.
+    let server = FakeServer::start(Engine::Vllm, &[], dir.path(), true);
+    let pid = server.pid();
+    let root = dir.path().join("synth_req");
+    let log = root.join("logs/progress.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut driver = Killed(python(
+        REQUEST_PER_CONNECTION_DRIVER,
+        &[path_str(&log), &server.port.to_string()],
+    ));
+    wait_for("the driver to write its log", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("40/400"))
+    });
+    let sidecar = watching(path_str(&root));
+    wait_status(
+        &sidecar,
+        "the server tied by the driver's connection",
+        |st| st["discovered"]["server"]["pid"] == pid,
+    );
+    // Two of the driver's pauses, each several scans with no connection: still tied, probed.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < until {
+        let status = get_json(sidecar.addr, "/status").unwrap();
+        let found = &status["discovered"]["server"];
+        assert_eq!(
+            found["pid"], pid,
+            "untied between requests: {}",
+            status["discovered"]
+        );
+        assert!(
+            found["by"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("the driver's connection to")),
+            "{found}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(sidecar.metrics().get("pulse_server_up", ""), Some(1.0));
+    // The driver exits: the tie is its, and ends with it, said once; from the tie on, no scan
+    // said the server is not the run's.
+    driver.0.kill().unwrap();
+    let _ = driver.0.wait();
+    let lines = sidecar.log_until("is no longer the run's server");
+    let tied_at = lines
+        .iter()
+        .position(|l| l.contains(&format!("server pid {pid} (by the driver's connection")))
+        .unwrap_or(0);
+    let after: Vec<&String> = lines[tied_at..]
+        .iter()
+        .filter(|l| l.contains("is not the run's"))
+        .collect();
+    assert!(after.is_empty(), "said against the tie: {after:#?}");
+    let line = lines.last().unwrap();
+    assert!(line.contains("which has exited"), "{line}");
+    wait_status(&sidecar, "the server untied", |st| {
+        st["discovered"]["server"].is_null()
+    });
+}

@@ -41,7 +41,13 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
     let sockets = sockets::read();
     let mut driver = procs::driver(procs, &progress_paths);
     let chosen = procs::server(procs, dir, driver.as_ref().map(|d| d.pid), &sockets);
-    let server = chosen.server;
+    // A tie by the driver's connection is that driver's: it lasts as long as that process.
+    let server = chosen.server.map(|mut s| {
+        if s.tied_by_connection() {
+            s.tied_by_driver = driver.clone();
+        }
+        s
+    });
     // A guessed server's log is not followed: the guess may be dropped at the next scan, and
     // a log once followed stays followed.
     let server_log = server
@@ -99,7 +105,7 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
             "the open files of {hidden} processes (other users') cannot be read, so a driver among them cannot be found: run the sidecar as the pipeline's user, or give --process-match"
         ));
     }
-    notes.extend(chosen.note);
+    notes.extend(chosen.note.clone());
     let role = if driver.is_some() {
         Some(Role::Driver)
     } else {
@@ -118,6 +124,7 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         server,
         role,
         notes,
+        server_note: chosen.note,
     }
 }
 

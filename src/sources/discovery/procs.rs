@@ -2,7 +2,7 @@
 //! inference server (an SGLang or vLLM command line), read from `/proc`.
 
 use super::sockets::{self, Socket};
-use crate::model::{DiscoveredProcess, DiscoveredServer};
+use crate::model::{DiscoveredProcess, DiscoveredServer, BY_CONNECTION};
 use crate::run_identity::Role;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,8 @@ pub struct Proc {
     /// Open files: (target, opened for writing). `None` where `/proc/PID/fd` is not ours to read.
     pub files: Option<Vec<(PathBuf, bool)>>,
     pub cwd: Option<PathBuf>,
+    /// When it started, in clock ticks after boot.
+    pub started: Option<u64>,
 }
 
 impl Proc {
@@ -55,6 +57,15 @@ impl Table {
         }
         &self.procs
     }
+}
+
+/// Whether `p` still runs: its pid is not a zombie's, and where its start time is known, the
+/// process now under its pid started then (not a later one given the same pid).
+pub fn lives(p: &DiscoveredProcess) -> bool {
+    use crate::sources::probe::process;
+    process::stat(p.pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+        && p.started
+            .is_none_or(|t| process::start_ticks(p.pid) == Some(t))
 }
 
 /// Every process but this one, lowest pid first.
@@ -101,6 +112,7 @@ fn read(pid: u32) -> Option<Proc> {
         args,
         files,
         cwd: std::fs::read_link(base.join("cwd")).ok(),
+        started: crate::sources::probe::process::start_ticks(pid),
     })
 }
 
@@ -184,6 +196,7 @@ fn described(p: &Proc) -> DiscoveredProcess {
         pid: p.pid,
         command: p.command(),
         program: program(&p.args),
+        started: p.started,
     }
 }
 
@@ -287,13 +300,10 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         in_folder.as_slice(),
         launchers.as_slice(),
     ) {
-        ([first, ..], _, _, _) => (*first, "the driver's connection to it".to_owned()),
+        ([first, ..], _, _, _) => (*first, format!("{BY_CONNECTION} it")),
         (_, [one], _, _) => (
             *one,
-            format!(
-                "the driver's connection to its port {}",
-                port(&one.0.args, one.1)
-            ),
+            format!("{BY_CONNECTION} its port {}", port(&one.0.args, one.1)),
         ),
         (_, _, [first, ..], _) => (*first, format!("the run folder {}", run_dir.display())),
         // A guess is shown as one and changes nothing: not the node's role, not what is
@@ -431,6 +441,7 @@ fn described_server(
         workers: descendants(procs, p.pid),
         workers_gone: Vec::new(),
         pid: p.pid,
+        started: p.started,
         engine: engine.to_owned(),
         command: p.command(),
         health_url: format!("{base}/health"),
@@ -438,6 +449,7 @@ fn described_server(
         log: log.map(|l| l.display().to_string()),
         by,
         serves_http: rank.unwrap_or(0) == 0 && !headless,
+        tied_by_driver: None,
     }
 }
 
@@ -650,6 +662,7 @@ mod tests {
             args: args(line),
             files: None,
             cwd: None,
+            started: None,
         }
     }
 
@@ -909,6 +922,7 @@ mod tests {
             }],
             files: Some(vec![(log.clone(), w)]),
             cwd: None,
+            started: None,
         };
         let procs = [proc(10, 1, true), proc(11, 10, true), proc(12, 1, false)];
         assert_eq!(driver(&procs, std::slice::from_ref(&log)).unwrap().pid, 11);

@@ -89,6 +89,25 @@ pub fn stat_flags(pid: u32) -> Option<(char, u32, u32)> {
     parse_stat(&std::fs::read(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)
 }
 
+/// When the process started, in clock ticks after boot (`/proc/PID/stat`'s field 22): with the
+/// pid, what tells a process from a later one given the same pid.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    parse_start(&std::fs::read(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)
+}
+
+/// `/proc/PID/stat`'s start time (field 22), read after the command name as [`parse_stat`]
+/// reads its fields.
+pub fn parse_start(stat: &[u8]) -> Option<u64> {
+    let rest = &stat[stat.iter().rposition(|b| *b == b')')? + 1..];
+    // state is field 3: the start time is the 20th after the name.
+    std::str::from_utf8(rest)
+        .ok()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
 /// The fields follow the command name, which may hold spaces, parentheses and bytes that are
 /// not UTF-8 (a name a process gave itself): they start after its last `)`.
 pub fn parse_stat(stat: &[u8]) -> Option<(char, u32, u32)> {
@@ -116,6 +135,20 @@ mod tests {
             Some(('R', 3, 4194304))
         );
         assert_eq!(parse_stat(b"garbage"), None);
+    }
+
+    #[test]
+    fn a_start_time_is_field_22_whatever_the_name_holds() {
+        let stat = b"9 (a (b) c) S 1 9 9 0 -1 4194560 10 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(parse_start(stat), Some(123_456));
+        assert_eq!(parse_start(b"9 (x) S 1 9"), None);
+        let me = std::process::id();
+        assert!(start_ticks(me).is_some_and(|t| t > 0));
+        assert_eq!(
+            start_ticks(me),
+            start_ticks(me),
+            "the same process, the same start"
+        );
     }
 
     #[test]
