@@ -112,6 +112,10 @@ pub struct Run {
     /// Cumulative output tokens per partition over time.
     #[serde(skip)]
     output_tokens: Arc<BTreeMap<String, Window>>,
+    /// Cumulative output records per partition over time: the rate a run whose log reports
+    /// none (a library's) works at.
+    #[serde(skip)]
+    output_records: Arc<BTreeMap<String, Window>>,
     /// The log lines read when the output tokens were last noted in full.
     #[serde(skip)]
     lines_at_output_note: u64,

@@ -233,6 +233,7 @@ pub struct PartitionView<'a> {
     /// the run's totals and alerts.
     pub previous: bool,
     output_tokens: Option<&'a Window>,
+    output_records: Option<&'a Window>,
     pub pass: Option<PassMark>,
     /// The records the partition stops at, where the configuration gives a budget.
     pub budget: Option<u64>,
@@ -253,6 +254,31 @@ impl PartitionView<'_> {
             .map(|p| p.completed)
             .or(self.outputs.as_ref().map(|o| o.records))
             .or(self.log.map(|p| p.completed))
+    }
+
+    /// Requests per second: as the log reports them, else the rate records reach the disk
+    /// (a library's run reports none); 0 once the partition is finished.
+    pub fn requests_per_second(&self, now: Seconds) -> Option<f64> {
+        if self.finished() {
+            return Some(0.0);
+        }
+        self.log
+            .and_then(|p| p.requests_per_second)
+            .or_else(|| self.records_per_second(now))
+    }
+
+    /// The rate records reach the disk over the recent window, where the log reports no rate
+    /// of its own.
+    pub fn records_per_second(&self, now: Seconds) -> Option<f64> {
+        if self
+            .log
+            .is_some_and(|p| p.requests_per_second.is_some() || p.rate(now).is_some())
+        {
+            return None;
+        }
+        self.output_records
+            .and_then(|w| w.rate(now))
+            .map(|r| r.max(0.0))
     }
 
     /// Distinct records written: records less the duplicates of an earlier one's id.
@@ -419,6 +445,7 @@ impl Run {
                     last_write,
                     input_lines: inputs.get(name).copied(),
                     output_tokens: self.output_tokens.get(name),
+                    output_records: self.output_records.get(name),
                     pass: self.passes.get(name).copied(),
                     budget: self.plan.partition_budgets.get(name).copied(),
                 }
@@ -542,13 +569,26 @@ impl Run {
             for window in Arc::make_mut(&mut self.output_tokens).values_mut() {
                 window.repeat(now);
             }
+            for window in Arc::make_mut(&mut self.output_records).values_mut() {
+                window.repeat(now);
+            }
             return;
         }
         self.lines_at_output_note = lines;
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        let mut records: BTreeMap<String, u64> = BTreeMap::new();
         for file in self.outputs.values() {
             let total = totals.entry(file.partition.clone()).or_default();
             *total = total.saturating_add(file.stats.tokens);
+            let count = records.entry(file.partition.clone()).or_default();
+            *count = count.saturating_add(file.stats.records);
+        }
+        Arc::make_mut(&mut self.output_records).retain(|p, _| records.contains_key(p));
+        for (partition, count) in records {
+            let window = Arc::make_mut(&mut self.output_records)
+                .entry(partition)
+                .or_default();
+            window.push(now, count as f64);
         }
         self.note_outputs_resumed();
         self.note_passes();
@@ -676,6 +716,27 @@ mod tests {
             Some(5),
             "a count the log reported is the log's"
         );
+    }
+
+    /// A run whose log reports no rate (a library's) works at the rate its records reach the
+    /// disk, and its ETA follows from that where a plan is known.
+    #[test]
+    fn without_a_logged_rate_the_records_written_are_the_rate() {
+        let mut run = run_with(&["A: 100 prompts"], 0, None);
+        run.note_output_tokens(0.0, true);
+        write(&mut run, 20, 0, 10.0);
+        run.note_output_tokens(10.0, true);
+        let views = run.views();
+        let a = views.iter().find(|v| v.name == "A").unwrap();
+        assert_eq!(a.requests_per_second(10.0), Some(2.0));
+        let p = run.projection(10.0);
+        assert_eq!(p.eta_seconds, Some(40.0));
+        // A rate the log reports is the log's.
+        let run = run_with(&["Processing: A", "  5/100 (0 err) 3.0 req/s"], 0, None);
+        let views = run.views();
+        let a = views.iter().find(|v| v.name == "A").unwrap();
+        assert_eq!(a.records_per_second(10.0), None);
+        assert_eq!(a.requests_per_second(10.0), Some(3.0));
     }
 
     /// Partition A's file now holds `records`, of which `duplicates` repeat an earlier id.

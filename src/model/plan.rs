@@ -117,9 +117,16 @@ impl Run {
             .iter()
             .filter(|v| v.log.is_some_and(|p| p.active))
             .collect();
+        // Where the log reports no rate (a library's run), the records reaching the disk are it.
         let rates: Vec<f64> = active
             .iter()
             .filter_map(|v| v.log.and_then(|p| p.rate(now)))
+            .chain(
+                views
+                    .iter()
+                    .filter(|v| !v.finished())
+                    .filter_map(|v| v.records_per_second(now)),
+            )
             .collect();
         let rate = (!rates.is_empty()).then(|| rates.iter().sum::<f64>());
         let tps: Vec<f64> = views

@@ -20,7 +20,7 @@ const GAUGES: &[(&str, &str, Gauge)] = &[
         let planned = v.planned().filter(|p| *p > 0)? as f64;
         Some((v.completed()? as f64 / planned).min(1.0))
     }),
-    ("pulse_partition_requests_per_second", "Request rate as the pipeline reported it; 0 once the partition is finished.", |v, _| if v.finished() { Some(0.0) } else { v.log?.requests_per_second }),
+    ("pulse_partition_requests_per_second", "Request rate as the pipeline reported it, else the rate its records reach the disk; 0 once the partition is finished.", |v, now| v.requests_per_second(now)),
     ("pulse_partition_completion_tokens_avg", "Average completion tokens per request as reported.", |v, _| v.log?.avg_completion_tokens),
     ("pulse_partition_completion_tokens_per_second", "Completion tokens per second over the recent window (from output token counts when available, else from the log).", |v, now| v.completion_tokens_per_second(now)),
     ("pulse_partition_eta_seconds", "Remaining time from the recent rate, else from the logged ETA.", |v, now| v.log?.eta_seconds(now)),
