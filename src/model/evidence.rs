@@ -174,6 +174,16 @@ impl Run {
     pub fn any_active(&self) -> bool {
         self.partitions.values().any(|p| p.active)
     }
+
+    /// Whether the run is at work now: a partition active, or a library's log at work (its
+    /// latest word a working line, not a stage's end) while its driver runs. A library's run
+    /// announces no partition, and its waiting on the server is this.
+    pub fn working(&self) -> bool {
+        self.any_active()
+            || (self.working_at.is_some()
+                && !self.stage_done
+                && self.process.as_ref().is_none_or(|p| p.up))
+    }
 }
 
 #[cfg(test)]

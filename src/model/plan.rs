@@ -63,7 +63,7 @@ impl Run {
     pub fn take_gpus(&mut self, reading: GpuReading) {
         if let Some(last) = &self.gpus {
             let dt = reading.at - last.at;
-            if self.any_active() && dt > 0.0 && dt <= GPU_GAP {
+            if self.working() && dt > 0.0 && dt <= GPU_GAP {
                 self.gpu_seconds += last.devices.len() as f64 * dt;
             }
         }

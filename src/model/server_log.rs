@@ -489,10 +489,10 @@ impl Run {
     }
 
     /// Whether the server's gauges are the last batch's and nobody waits on them: frozen
-    /// ([`ServerState::frozen`]) while no partition is active. Not shown then; while the run
+    /// ([`ServerState::frozen`]) while the run is not at work ([`Run::working`]). Not shown then; while the run
     /// waits on the server, frozen gauges are what a hang looks like, and they stay.
     fn server_gauges_stale(&self) -> bool {
-        self.server.as_ref().is_some_and(|s| s.frozen) && !self.any_active()
+        self.server.as_ref().is_some_and(|s| s.frozen) && !self.working()
     }
 
     /// The server's figures now: none while it is down (its last known ones are
@@ -559,7 +559,7 @@ impl Run {
         // Its own health request got no token within the engine's bound (SGLang's generating
         // /health): it generates nothing, though its gauges may read idle (the last batch the
         // scheduler logged before it stopped).
-        if self.server.as_ref().is_some_and(|s| s.busy) && self.any_active() {
+        if self.server.as_ref().is_some_and(|s| s.busy) && self.working() {
             return true;
         }
         let figures = self.server_figures();

@@ -146,7 +146,7 @@ pub(super) fn server_hung(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         .server()
         .as_ref()
         .is_some_and(|s| s.running_requests.is_some())
-        || run.any_active();
+        || run.working();
     run.server_stuck_seconds(j.now)
         .filter(|s| *s > threshold && believed)
         .map(|stuck| {
@@ -325,7 +325,7 @@ pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
         && readable
             .iter()
             .all(|g| g.utilization.is_some_and(|u| u < threshold));
-    if !(j.run.any_active() && idle) {
+    if !(j.run.working() && idle) {
         return Vec::new();
     }
     vec![condition(

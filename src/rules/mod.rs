@@ -89,7 +89,7 @@ const THROUGHPUT_SAMPLES: usize = 7 * 24 * 60;
 
 impl History {
     pub fn record(&mut self, run: &Run, now: Seconds) {
-        let working = run.any_active();
+        let working = run.working();
         if let Some(gpus) = &run.gpus() {
             self.max_gpus = self.max_gpus.max(gpus.devices.len());
         }

@@ -271,6 +271,41 @@ fn a_library_driver_that_ends_after_its_last_stage_is_finished_not_exited() {
     assert!(!crashed.contains(&AlertName::RunFinished), "{crashed:?}");
 }
 
+/// A library's run announces no partition; its log at work while its driver runs is the run
+/// waiting on its server, so vLLM's gauges frozen mid-request (the EngineCore stopped) are a
+/// hang, not the last batch of a finished run.
+#[test]
+fn a_library_run_at_work_waits_on_its_server() {
+    let mut run = Run::new(&["log".into()]);
+    let mut parser = Parser::Auto(crate::parse::Detect::default());
+    let working = "2026-12-07 20:21:34.318 | INFO     | datatrove.pipeline.inference.run_inference:metrics_reporter:204 - Model call: Inference 🔍";
+    let mut process = ProcessState::default();
+    process.observe(Some(7), T0);
+    *run.process_mut() = Some(process);
+    let stopped_at = T0 + 30.0;
+    for at in [T0, T0 + 10.0, T0 + 20.0, stopped_at, T0 + 40.0, T0 + 50.0] {
+        run.ingest(0, working.as_bytes(), parser.parse(working.as_bytes()), at);
+        run.set_server(
+            ServerState {
+                up: Some(true),
+                running_requests: Some(4.0),
+                queued_requests: Some(0.0),
+                generation_tokens_per_second: Some(if at < stopped_at { 60.0 } else { 0.0 }),
+                frozen: at > stopped_at,
+                health_passed: true,
+                checked_at: Some(at),
+                ..ServerState::default()
+            },
+            at,
+        );
+    }
+    assert!(run.working() && !run.any_active());
+    let mut rules = Rules::default();
+    rules.0.get_mut(&AlertName::ServerHung).unwrap().threshold = 5.0;
+    let c = evaluate(&run, None, &rules, &History::default(), T0 + 50.0);
+    assert!(alerts(&c).contains(&(AlertName::ServerHung, None)), "{c:?}");
+}
+
 /// B1's output file, as many records as the log reports, last written `at`.
 fn b1_records_written(run: &mut Run, at: Seconds) {
     run.outputs_mut().insert(

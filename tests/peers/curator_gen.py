@@ -86,7 +86,7 @@ def main():
             {"id": f"{subset}-{i:05d}", "prompt": f"[{subset} #{i}] Write one sentence about the number {i}."}
             for i in range(args.prompts)
         ]
-        print(f"{subset}: {len(rows)} prompts", flush=True)
+        print(f"generating {subset}: {len(rows)} rows", flush=True)
         result = llm(Dataset.from_list(rows))
         dataset = result.dataset if hasattr(result, "dataset") else result
         dataset.save_to_disk(os.path.join(out, "datasets", subset))

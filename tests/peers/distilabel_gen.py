@@ -51,7 +51,7 @@ def main():
                 llm=OpenAILLM(model=args.model, base_url=args.base_url, api_key=os.environ["OPENAI_API_KEY"]),
             )
             load >> answer
-            print(f"{subset}: {len(rows)} prompts", flush=True)
+            print(f"generating {subset}: {len(rows)} rows", flush=True)
 
     generation = {"max_new_tokens": args.max_tokens, "temperature": 0.7}
     distiset = pipeline.run(
