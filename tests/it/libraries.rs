@@ -255,6 +255,16 @@ fn drive(library: &str, server: (u16, &Path), dir: &Path, prompts: usize) -> See
             );
         }
         seen.polls += 1;
+        // The figures at each poll, for the record (docs/formats.md#libraries).
+        eprintln!(
+            "{library} +{:.1}s: completed {:?} on disk {:?} req/s {:?} eta {:?} finished {:?}",
+            started.elapsed().as_secs_f64(),
+            per_partition(&m, "pulse_partition_requests_completed"),
+            disk,
+            per_partition(&m, "pulse_partition_requests_per_second"),
+            m.get("pulse_run_eta_seconds", ""),
+            m.get("pulse_run_finished", ""),
+        );
         if per_partition(&m, "pulse_partition_requests_per_second")
             .values()
             .any(|r| *r > 0.0)
@@ -320,7 +330,13 @@ fn drive(library: &str, server: (u16, &Path), dir: &Path, prompts: usize) -> See
         .unwrap_or(0.0),
         0.0
     );
-    eprintln!("{library}: {seen:?}, records {disk:?}");
+    let said: Vec<String> = status["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{} {}: {}", a["alert"], a["firing"], a["summary"]))
+        .collect();
+    eprintln!("{library}: {seen:?}, records {disk:?}, alerts {said:?}");
     seen
 }
 
