@@ -731,6 +731,12 @@ mod tests {
         assert_eq!(a.requests_per_second(10.0), Some(2.0));
         let p = run.projection(10.0);
         assert_eq!(p.eta_seconds, Some(40.0));
+        // No plan (distilabel keeps none): a rate, and no ETA rather than 0.
+        let mut run = run_with(&[], 0, None);
+        run.note_output_tokens(0.0, true);
+        write(&mut run, 20, 0, 10.0);
+        run.note_output_tokens(10.0, true);
+        assert_eq!(run.projection(10.0).eta_seconds, None);
         // A rate the log reports is the log's.
         let run = run_with(&["Processing: A", "  5/100 (0 err) 3.0 req/s"], 0, None);
         let views = run.views();

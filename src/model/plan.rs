@@ -137,8 +137,11 @@ impl Run {
         let budget_reached = self.budget_reached(&views);
         let remaining = target.saturating_sub(completed);
         let finished = budget_reached || (target > 0 && remaining == 0);
+        // Without a plan or a budget nothing says what is left: no ETA rather than 0.
         let by_records = if finished {
             Some(0.0)
+        } else if target == 0 {
+            None
         } else {
             rate.filter(|r| *r > 0.0).map(|r| remaining as f64 / r)
         };
