@@ -250,6 +250,14 @@ fn next_server(
         None => (None, None),
     };
     let server = match (new, kept) {
+        // Tied by the run folder, the same process keeps that tie: it ends with no driver.
+        (Some(new), Some(o)) if new.tied() && new.same_process(o) && o.tied_by_driver.is_none() => {
+            Some(DiscoveredServer {
+                by: o.by.clone(),
+                tied_by_driver: None,
+                ..new
+            })
+        }
         (Some(new), Some(o)) if new.tied() => {
             if !new.same_process(o) {
                 untied = Some(format!(
@@ -490,6 +498,27 @@ mod tests {
             );
             followed = next;
         }
+        // A server tied by the run folder and then seen with the driver's connection keeps its
+        // folder tie: the driver's exit does not end it (vLLM's engine killed takes the driver
+        // and the server down together, and ServerDown must still say so).
+        let mut by_folder = server(9, "the run folder /r");
+        by_folder.tied_by_driver = None;
+        let mut by_connection = server(9, "the driver's connection to it");
+        by_connection.tied_by_driver = Some(driver(3, 100));
+        let (kept, _) = next_server(
+            Some(&by_folder),
+            Some(by_connection),
+            Some(&driver(3, 100)),
+            true,
+            true,
+        );
+        let kept = kept.unwrap();
+        assert_eq!(
+            (kept.by.as_str(), kept.tied_by_driver.is_none()),
+            ("the run folder /r", true)
+        );
+        let (kept, untied) = next_server(Some(&kept), None, None, true, false);
+        assert_eq!((kept.map(|s| s.pid), untied), (Some(9), None));
         // A scan that finds no driver (it closed its log a moment) while it still runs: kept.
         let (kept, untied) = next_server(Some(&followed), None, None, true, true);
         assert_eq!((kept.map(|s| s.pid), untied), (Some(8), None));
