@@ -200,6 +200,25 @@ fn start_driver(library: &str, run: &Path, args: &[&str]) -> Group {
     Group(dies_with_its_starter(&mut driver).spawn().unwrap())
 }
 
+/// An empty run folder `dir/name` and the sidecar on it, started before any driver, with
+/// fast discovery and probes and `more` configuration.
+fn watched_run(dir: &Path, name: &str, more: &str) -> (PathBuf, Sidecar) {
+    let run = dir.join(name);
+    std::fs::create_dir_all(run.join("logs")).unwrap();
+    let config = dir.join(format!("{name}.toml"));
+    let settings = "discover_interval = \"1s\"\nprobe_interval = \"500ms\"\n";
+    std::fs::write(&config, format!("{settings}{more}")).unwrap();
+    let sidecar = Sidecar::run(&[
+        "--run-dir",
+        path_str(&run),
+        "--config",
+        path_str(&config),
+        "--gpu",
+        "off",
+    ]);
+    (run, sidecar)
+}
+
 /// What one library's run showed while it ran.
 #[derive(Default, Debug)]
 struct Seen {
@@ -212,22 +231,7 @@ struct Seen {
 /// before the driver starts; checks at every poll that no partition reads above what is on
 /// disk, and at the end that the records are exact and the run finished without a page.
 fn drive(library: &str, server: (u16, &Path), dir: &Path, prompts: usize) -> Seen {
-    let run = dir.join(library);
-    std::fs::create_dir_all(run.join("logs")).unwrap();
-    let config = dir.join(format!("{library}.toml"));
-    std::fs::write(
-        &config,
-        "discover_interval = \"1s\"\nprobe_interval = \"500ms\"\n",
-    )
-    .unwrap();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        path_str(&run),
-        "--config",
-        path_str(&config),
-        "--gpu",
-        "off",
-    ]);
+    let (run, sidecar) = watched_run(dir, library, "");
     let mut driver = start_driver(
         library,
         &run,
@@ -400,22 +404,11 @@ fn each_library_drives_a_real_vllm_and_reads_as_it_writes() {
 /// datatrove again, with vLLM's EngineCore stopped once records are being written: the run
 /// waits on its server, so the page is the server's (`ServerHung`), whatever the driver logs.
 fn stopped_engine(port: u16, model: &Path, dir: &Path, server_pid: u32) {
-    let run = dir.join("datatrove-hung");
-    std::fs::create_dir_all(run.join("logs")).unwrap();
-    let config = dir.join("hung.toml");
-    std::fs::write(
-        &config,
-        "discover_interval = \"1s\"\nprobe_interval = \"500ms\"\n[rules.ServerHung]\nthreshold = \"5s\"\n",
-    )
-    .unwrap();
-    let sidecar = Sidecar::run(&[
-        "--run-dir",
-        path_str(&run),
-        "--config",
-        path_str(&config),
-        "--gpu",
-        "off",
-    ]);
+    let (run, sidecar) = watched_run(
+        dir,
+        "datatrove-hung",
+        "[rules.ServerHung]\nthreshold = \"5s\"\n",
+    );
     let _driver = start_driver(
         "datatrove",
         &run,
