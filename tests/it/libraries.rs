@@ -299,17 +299,26 @@ fn drive(library: &str, server: (u16, &Path), dir: &Path, prompts: usize) -> See
         Duration::from_secs(60),
         || sidecar.metrics().get("pulse_run_finished", "") == Some(1.0),
     );
-    let m = sidecar.metrics();
+    // distilabel writes its last batches as its driver ends: the files written last are read
+    // within a few polls of the exit (a bound on the wait, not a verdict on speed).
     let disk = truth(library, &run);
-    let read: std::collections::BTreeMap<String, u64> =
-        per_partition(&m, "pulse_partition_requests_completed")
+    let read = || -> std::collections::BTreeMap<String, u64> {
+        per_partition(&sidecar.metrics(), "pulse_partition_requests_completed")
             .into_iter()
             .map(|(p, n)| (p, n as u64))
-            .collect();
+            .collect()
+    };
+    wait_until(
+        &format!("{library}'s last records read"),
+        Duration::from_secs(30),
+        || read() == disk,
+    );
     assert_eq!(
-        read, disk,
+        read(),
+        disk,
         "{library}: the sidecar's records against the disk's"
     );
+    let m = sidecar.metrics();
     assert_eq!(
         disk.values().sum::<u64>(),
         2 * prompts as u64,
