@@ -308,14 +308,13 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
         .unwrap();
     // Others are served while the slow client dawdles.
     assert_eq!(sidecar.get("/-/healthy").status, 200);
-    // Then the server gives up on it: a 408 or a plain close, well before our own 10 s limit.
-    slow.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let started = std::time::Instant::now();
+    // Then the server gives up on it: a 408 or a plain close. The verdict is that the server
+    // closed the connection, not how soon; the read's own bound sits between the 300 ms asked
+    // and the 10 s default, so a server that ignored the flag is not the one that closes.
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut answer = Vec::new();
     let read = slow.read_to_end(&mut answer);
     assert!(read.is_ok(), "the connection was not closed: {read:?}");
-    assert!(started.elapsed() < Duration::from_secs(9));
     let answer = String::from_utf8_lossy(&answer);
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
