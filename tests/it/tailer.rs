@@ -5,7 +5,7 @@
 //! (`common::stepped`): it polls exactly where the test says, with no wall time to wait for.
 //! A restart, a kill and a snapshot on disk are the real binary's.
 
-use crate::common::stepped::InProcess;
+use crate::common::stepped::{self, InProcess};
 use crate::common::*;
 
 /// Progress lines `  i/total (0 err) ...` for i in start..=end, one per line.
@@ -513,4 +513,24 @@ fn a_crash_loop_during_a_rotation_loses_and_doubles_nothing() {
     expect_partitions(&sidecar, &log, 501.0, &[("A", 500.0)]);
     let m = sidecar.metrics();
     assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+}
+
+/// The stepped sidecar's clock is the test's down to the log's worker thread, which stamps
+/// the lines: progress read after an hour of the test's clock is an hour after the start,
+/// with no wall time passed.
+#[test]
+fn a_stepped_sidecar_reads_on_the_tests_clock() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    std::fs::write(&log, "Processing: A\n  1/10 (0 err) 1.0 req/s\n").unwrap();
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    let last = |m: &Metrics| m.partition("pulse_partition_last_progress_timestamp_seconds", "A");
+    assert_eq!(last(&sidecar.metrics()), Some(stepped::T0));
+    sidecar.0.step(std::time::Duration::from_secs(3600));
+    append(&log, "  2/10 (0 err) 1.0 req/s\n");
+    let m = sidecar.step_until("the second progress line", |m| {
+        m.partition("pulse_partition_requests_completed", "A") == Some(2.0)
+    });
+    assert_eq!(last(&m), Some(sidecar.0.now()));
+    assert!(sidecar.0.now() >= stepped::T0 + 3600.0);
 }
