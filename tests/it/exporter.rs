@@ -1,5 +1,9 @@
 //! The core exporter end to end: the built binary following real files, scraped over HTTP.
+//! What a log's lines make of the exposition, where only the file and the polls matter, is
+//! read by the sidecar in this process, stepped (`common::stepped`): each poll is one the test
+//! makes, none is waited for.
 
+use crate::common::stepped::InProcess;
 use crate::common::*;
 use std::time::Duration;
 
@@ -153,9 +157,9 @@ fn a_line_written_in_two_halves_is_counted_once() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
     std::fs::write(&log, "Processing: A\n").unwrap();
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
     let path_label = format!("path=\"{}\"", path_str(&log));
-    sidecar.wait_metrics("the header", |m| {
+    sidecar.step_until("the header", |m| {
         m.get("pulse_log_lines_total", &path_label) == Some(1.0)
     });
     let polls = sidecar
@@ -164,7 +168,10 @@ fn a_line_written_in_two_halves_is_counted_once() {
         .expect("the polls counted");
     append(&log, "  250/1000 (3 e");
     // The pause the writer's buffer makes: several polls pass with half a line on disk.
-    let m = sidecar.wait_metrics("three polls with half a line", |m| {
+    for _ in 0..3 {
+        sidecar.step();
+    }
+    let m = sidecar.step_until("three polls with half a line", |m| {
         m.get("pulse_collector_runs_total", "collector=\"log\"") >= Some(polls + 3.0)
     });
     assert_eq!(
@@ -173,7 +180,7 @@ fn a_line_written_in_two_halves_is_counted_once() {
         "half a line is not a line"
     );
     append(&log, "rr) 2.5 req/s avg_comp=100tok ETA=5m\n");
-    let m = sidecar.wait_metrics("the whole line", |m| {
+    let m = sidecar.step_until("the whole line", |m| {
         m.get("pulse_log_lines_total", &path_label) == Some(2.0)
     });
     assert_eq!(
@@ -198,7 +205,10 @@ fn a_line_written_in_two_halves_is_counted_once() {
 fn tqdm_frames_separated_by_carriage_returns() {
     let dir = temp_dir();
     let log = dir.path().join("tqdm.log");
-    let sidecar = Sidecar::run(&["--log", path_str(&log), "--log-format", "tqdm"]);
+    let mut sidecar = InProcess::start(
+        dir.path(),
+        &format!("[[logs]]\npath = {:?}\nformat = \"tqdm\"\n", path_str(&log)),
+    );
     append(
         &log,
         "gen:   0%|          | 0/200 [00:00<?, ?it/s]\rgen:  10%|#         | 20/200 [00:02<00:18, 10.00it/s]\rgen:  25%|##5       | 50/200 [00:05<00:15, 10.00it/s]",
@@ -208,7 +218,7 @@ fn tqdm_frames_separated_by_carriage_returns() {
         "\rgen:  30%|###       | 60/200 [00:06<00:14, 10.00it/s]\n",
     );
     let path_label = format!("path=\"{}\"", path_str(&log));
-    let m = sidecar.wait_metrics("four frames", |m| {
+    let m = sidecar.step_until("four frames", |m| {
         m.get("pulse_log_lines_total", &path_label) == Some(4.0)
     });
     assert_eq!(
@@ -238,12 +248,12 @@ fn a_count_that_goes_backwards_is_a_restart() {
         "Processing: A\n  400/1000 (0 err) 1.0 req/s\n  450/1000 (0 err) 1.0 req/s\n",
     )
     .unwrap();
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    sidecar.wait_metrics("the backlog", |m| {
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    sidecar.step_until("the backlog", |m| {
         m.partition("pulse_partition_requests_completed", "A") == Some(450.0)
     });
     append(&log, "  50/1000 (0 err) 1.0 req/s\n");
-    let m = sidecar.wait_metrics("the restart", |m| {
+    let m = sidecar.step_until("the restart", |m| {
         m.partition("pulse_pipeline_restarts_total", "A") == Some(1.0)
     });
     assert_eq!(
@@ -308,14 +318,13 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
         .unwrap();
     // Others are served while the slow client dawdles.
     assert_eq!(sidecar.get("/-/healthy").status, 200);
-    // Then the server gives up on it: a 408 or a plain close, well before our own 10 s limit.
-    slow.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let started = std::time::Instant::now();
+    // Then the server gives up on it: a 408 or a plain close. The verdict is that the server
+    // closed the connection, not how soon; the read's own bound sits between the 300 ms asked
+    // and the 10 s default, so a server that ignored the flag is not the one that closes.
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut answer = Vec::new();
     let read = slow.read_to_end(&mut answer);
     assert!(read.is_ok(), "the connection was not closed: {read:?}");
-    assert!(started.elapsed() < Duration::from_secs(9));
     let answer = String::from_utf8_lossy(&answer);
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),

@@ -6,7 +6,7 @@
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PEERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers");
 
@@ -16,11 +16,15 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }
 
-/// Answers within a second: what a supervisor's liveness probe and a scrape need.
+/// Answers, with a whole answer, while a read hangs: what a supervisor's liveness probe and a
+/// scrape need. A handler that waited on the hung read would never answer (the mount hangs
+/// until the test releases it), so the request's own bound (`try_http`'s read timeout) is
+/// what fails it, whatever the machine's speed; no verdict here is a duration. A scrape must
+/// be a whole exposition, with the collectors' gauges in it.
 fn answers(sidecar: &Sidecar, path: &str) -> bool {
-    let started = Instant::now();
-    let ok = try_http(sidecar.addr, "GET", path, "").is_some_and(|(status, _)| status == 200);
-    ok && started.elapsed() < Duration::from_secs(1)
+    try_http(sidecar.addr, "GET", path, "").is_some_and(|(status, body)| {
+        status == 200 && (path != "/metrics" || body.contains("pulse_collector_up{"))
+    })
 }
 
 #[test]
@@ -356,13 +360,9 @@ fn sigterm_ends_it_while_a_read_hangs_with_the_state_saved() {
     sidecar.wait_metrics("the part before the hang", |m| {
         m.partition("pulse_partition_requests_completed", "B1") == Some(100.0)
     });
-    let started = Instant::now();
+    // A sidecar that waited for the hung read would never exit (the mount hangs until the
+    // test releases it): `terminate`'s bounded wait fails it, and the exit must be clean.
     let status = sidecar.terminate();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(status.success(), "{status}");
     let snapshot = read_json(&state.join("snapshot.json")).expect("a snapshot");
     let saved = &snapshot["logs"][0];

@@ -1,6 +1,8 @@
 //! Output files end to end: JSONL written while the sidecar runs, counted, inspected and
-//! reconciled with the log.
+//! reconciled with the log. A file rewritten in place is read by the sidecar in this process,
+//! stepped (`common::stepped`): a poll after the rewrite, no wall time waited for.
 
+use crate::common::stepped::InProcess;
 use crate::common::*;
 use std::path::Path;
 
@@ -19,6 +21,11 @@ fn setup() -> (tempfile::TempDir, String, String) {
     let outputs = format!("{}/prepared/*/raw_responses.jsonl", path_str(dir.path()));
     let inputs = format!("{}/prepared/*/prompts.jsonl", path_str(dir.path()));
     (dir, outputs, inputs)
+}
+
+/// The sidecar in this process, following the output glob `outputs`.
+fn stepped(dir: &Path, outputs: &str) -> InProcess {
+    InProcess::start(dir, &format!("[[outputs]]\nglob = {outputs:?}\n"))
 }
 
 fn partition_dir(dir: &Path, name: &str) -> std::path::PathBuf {
@@ -182,10 +189,10 @@ fn a_truncated_output_file_is_recounted_not_doubled() {
     let (dir, outputs, _) = setup();
     let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
     append(&raw, &sglang(1, "stop", "a").repeat(5));
-    let sidecar = Sidecar::run(&["--outputs", &outputs]);
-    sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
+    let mut sidecar = stepped(dir.path(), &outputs);
+    sidecar.step_until("five records", |m| records(m, "A") == Some(5.0));
     std::fs::write(&raw, sglang(2, "stop", "b").repeat(2)).unwrap();
-    let m = sidecar.wait_metrics("the rewritten file", |m| {
+    let m = sidecar.step_until("the rewritten file", |m| {
         m.partition("pulse_output_completion_tokens_total", "A") == Some(4.0)
     });
     assert_eq!(records(&m, "A"), Some(2.0));
@@ -196,19 +203,19 @@ fn an_output_file_replaced_by_rename_is_recounted_not_doubled() {
     let (dir, outputs, _) = setup();
     let raw = partition_dir(dir.path(), "A").join("raw_responses.jsonl");
     append(&raw, &sglang(1, "stop", "a").repeat(5));
-    let sidecar = Sidecar::run(&["--outputs", &outputs]);
-    sidecar.wait_metrics("five records", |m| records(m, "A") == Some(5.0));
+    let mut sidecar = stepped(dir.path(), &outputs);
+    sidecar.step_until("five records", |m| records(m, "A") == Some(5.0));
     // A pipeline that rewrites its results (deduplicated, say) to a temporary file and renames
     // it over the old one: the file's records are now the new file's.
     let tmp = dir.path().join("rewritten.jsonl.tmp");
     std::fs::write(&tmp, sglang(2, "stop", "b").repeat(3)).unwrap();
     std::fs::rename(&tmp, &raw).unwrap();
-    let m = sidecar.wait_metrics("the replacement", |m| {
+    let m = sidecar.step_until("the replacement", |m| {
         m.partition("pulse_output_completion_tokens_total", "A") == Some(6.0)
     });
     assert_eq!(records(&m, "A"), Some(3.0));
     append(&raw, &sglang(2, "stop", "c"));
-    let m = sidecar.wait_metrics("an append to the new file", |m| {
+    let m = sidecar.step_until("an append to the new file", |m| {
         records(m, "A") == Some(4.0)
     });
     assert_eq!(

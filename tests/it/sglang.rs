@@ -323,20 +323,21 @@ fn a_real_sglang_started_served_stopped_and_its_scheduler_killed() {
     // before the stop lands.
     signal(sched, libc::SIGSTOP);
     let stopped = Instant::now();
-    let asked = std::thread::spawn(move || {
-        let started = Instant::now();
-        (health(port), started.elapsed())
-    });
+    let asked = std::thread::spawn(move || health(port));
     while stopped.elapsed() < Duration::from_secs(15) {
         let m = sidecar.metrics();
         assert_eq!(m.get("pulse_server_up", ""), Some(1.0), "{}", m.0);
         assert!(!firing(&sidecar, "ServerDown"));
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Slow, not how slow: the ask still waits on the stopped scheduler when it resumes.
+    assert!(
+        !asked.is_finished(),
+        "/health answered while the scheduler was stopped"
+    );
     signal(sched, libc::SIGCONT);
-    let (answer, took) = asked.join().unwrap();
+    let answer = asked.join().unwrap();
     assert_eq!(answer, Some(200), "the slow /health answered");
-    assert!(took >= Duration::from_secs(10), "/health took {took:?}");
     let after = rounds(&sidecar).unwrap();
     wait_until("five more alert rounds", Duration::from_secs(30), || {
         rounds(&sidecar).is_some_and(|r| r >= after + 5.0)

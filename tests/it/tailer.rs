@@ -1,7 +1,11 @@
-//! The tailer's promises under faults: real files, real writer processes, the real binary, and
-//! exact counts. Every case ends by checking `pulse_log_lines_total` and the model's values
-//! against what the writer wrote.
+//! The tailer's promises under faults: real files, real writers, and exact counts. Every case
+//! ends by checking `pulse_log_lines_total` and the model's values against what the writer
+//! wrote. Where the sidecar must look between two writes (a line cut by a flush, a rotation
+//! half done, a truncated file seen empty), the sidecar runs in this process, stepped
+//! (`common::stepped`): it polls exactly where the test says, with no wall time to wait for.
+//! A restart, a kill and a snapshot on disk are the real binary's.
 
+use crate::common::stepped::{self, InProcess};
 use crate::common::*;
 
 /// Progress lines `  i/total (0 err) ...` for i in start..=end, one per line.
@@ -29,9 +33,30 @@ fn expect_exact(
     completed: f64,
 ) -> Metrics {
     let m = sidecar.wait_metrics(&format!("{expected} lines"), |m| {
-        lines_total(m, log) >= expected
-            && m.partition("pulse_partition_requests_completed", "A") == Some(completed)
+        reached(m, log, expected, completed)
     });
+    exact(m, log, expected)
+}
+
+/// [`expect_exact`] on the sidecar in this process: stepped until it has read them.
+fn expect_exact_stepped(
+    sidecar: &mut InProcess,
+    log: &std::path::Path,
+    expected: f64,
+    completed: f64,
+) -> Metrics {
+    let m = sidecar.step_until(&format!("{expected} lines"), |m| {
+        reached(m, log, expected, completed)
+    });
+    exact(m, log, expected)
+}
+
+fn reached(m: &Metrics, log: &std::path::Path, expected: f64, completed: f64) -> bool {
+    lines_total(m, log) >= expected
+        && m.partition("pulse_partition_requests_completed", "A") == Some(completed)
+}
+
+fn exact(m: Metrics, log: &std::path::Path, expected: f64) -> Metrics {
     assert_eq!(lines_total(&m, log), expected, "lines lost or doubled");
     assert_eq!(
         m.get("pulse_log_lines_matched_total", &label(log)),
@@ -45,20 +70,16 @@ fn expect_exact(
 fn bursts_through_an_8k_buffered_writer() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    // Python's buffered writer flushes whenever 8 KiB fill up, cutting lines anywhere.
-    let script = format!(
-        "{PROGRESS}
-import time
-with open(sys.argv[1], 'a', buffering=8192) as f:
-    f.write('Processing: A\\n')
-    for burst in range(50):
-        progress(f, burst * 1000 + 1, burst * 1000 + 1000, 50000)
-        time.sleep(0.005)
-"
-    );
-    python_done(&script, &[path_str(&log)]);
-    expect_exact(&sidecar, &log, 50_001.0, 50_000.0);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    // A buffered writer (Python's, C's stdio) flushes whenever 8 KiB fill up, cutting lines
+    // anywhere; the sidecar polls after every flush, so it meets every cut.
+    let text = format!("Processing: A\n{}", progress_lines(1, 50_000, 50_000));
+    let mut writer = Writer::open(&log);
+    for flush in text.as_bytes().chunks(8192) {
+        writer.write_bytes(flush);
+        sidecar.step();
+    }
+    expect_exact_stepped(&mut sidecar, &log, 50_001.0, 50_000.0);
 }
 
 #[test]
@@ -66,47 +87,37 @@ fn one_line_written_a_byte_at_a_time() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
     std::fs::write(&log, "Processing: A\n").unwrap();
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    let script = r#"
-import sys, time
-line = "  777/1000 (0 err) 10.0 req/s avg_comp=100tok ETA=1m\n"
-with open(sys.argv[1], 'a') as f:
-    for ch in line:
-        f.write(ch)
-        f.flush()
-        time.sleep(0.003)
-"#;
-    python_done(script, &[path_str(&log)]);
-    expect_exact(&sidecar, &log, 2.0, 777.0);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    // The sidecar polls after every byte: it sees each part of the line.
+    let mut writer = Writer::open(&log);
+    for byte in "  777/1000 (0 err) 10.0 req/s avg_comp=100tok ETA=1m\n".as_bytes() {
+        writer.write_bytes(std::slice::from_ref(byte));
+        sidecar.step();
+    }
+    expect_exact_stepped(&mut sidecar, &log, 2.0, 777.0);
 }
 
 #[test]
 fn rename_rotation_while_the_writer_keeps_appending_to_the_old_file() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    let script = format!(
-        "{PROGRESS}
-import os, time
-path = sys.argv[1]
-f = open(path, 'a', buffering=1)
-f.write('Processing: A\\n')
-progress(f, 1, 1000, 3000)
-time.sleep(0.1)
-os.rename(path, path + '.1')          # logrotate 'create': rename...
-progress(f, 1001, 1500, 3000)         # ...but the writer still holds the old file
-time.sleep(0.2)
-open(path, 'a').close()               # logrotate creates the new file
-progress(f, 1501, 2000, 3000)         # the writer has not reopened yet
-time.sleep(0.2)
-f.close()
-f = open(path, 'a', buffering=1)      # now it reopens
-progress(f, 2001, 3000, 3000)
-f.close()
-"
-    );
-    python_done(&script, &[path_str(&log)]);
-    let m = expect_exact(&sidecar, &log, 3001.0, 3000.0);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    let mut writer = Writer::open(&log);
+    writer.write(&format!("Processing: A\n{}", progress_lines(1, 1000, 3000)));
+    sidecar.step();
+    // logrotate 'create': a rename...
+    std::fs::rename(&log, log.with_extension("log.1")).unwrap();
+    // ...but the writer still holds the old file.
+    writer.write(&progress_lines(1001, 1500, 3000));
+    sidecar.step();
+    // logrotate creates the new file; the writer has not reopened yet.
+    std::fs::File::create(&log).unwrap();
+    writer.write(&progress_lines(1501, 2000, 3000));
+    sidecar.step();
+    // Now it reopens.
+    writer.reopen();
+    writer.write(&progress_lines(2001, 3000, 3000));
+    let m = expect_exact_stepped(&mut sidecar, &log, 3001.0, 3000.0);
     assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
 }
 
@@ -114,32 +125,21 @@ f.close()
 fn copytruncate(fast: bool) {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    let first = format!(
-        "{PROGRESS}
-with open(sys.argv[1], 'a') as f:
-    f.write('Processing: A\\n')
-    progress(f, 1, 1000, 5000)
-"
-    );
-    python_done(&first, &[path_str(&log)]);
-    sidecar.wait_metrics("the first 1001 lines", |m| lines_total(m, &log) == 1001.0);
-    // Fast: truncate and at once write more bytes than the file had, before any poll can
-    // see it empty. Slow: truncate, let the sidecar see the empty file, then write.
-    let pause = if fast { "0" } else { "0.3" };
-    let second = format!(
-        "{PROGRESS}
-import shutil, time
-path = sys.argv[1]
-shutil.copy(path, path + '.1')
-with open(path, 'a') as f:
-    f.truncate(0)
-    time.sleep({pause})
-    progress(f, 1001, 5000, 5000)
-"
-    );
-    python_done(&second, &[path_str(&log)]);
-    let m = expect_exact(&sidecar, &log, 5001.0, 5000.0);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    // The writer opened with O_APPEND, as Python's and the shell's `>>` are: after the
+    // truncation it writes at the new end, not where it was.
+    let mut writer = Writer::open(&log);
+    writer.write(&format!("Processing: A\n{}", progress_lines(1, 1000, 5000)));
+    sidecar.step_until("the first 1001 lines", |m| lines_total(m, &log) == 1001.0);
+    std::fs::copy(&log, log.with_extension("log.1")).unwrap();
+    writer.file.set_len(0).unwrap();
+    // Fast: at once more bytes than the file had, with no poll between that could see it
+    // empty. Slow: a poll sees the empty file, then the writer goes on.
+    if !fast {
+        sidecar.step();
+    }
+    writer.write(&progress_lines(1001, 5000, 5000));
+    let m = expect_exact_stepped(&mut sidecar, &log, 5001.0, 5000.0);
     assert_eq!(
         m.get("pulse_tail_truncations_total", &label(&log)),
         Some(1.0)
@@ -161,15 +161,15 @@ fn delete_and_recreate() {
     let dir = temp_dir();
     let log = dir.path().join("run.log");
     std::fs::write(&log, "Processing: A\n  10/100 (0 err) 1.0 req/s\n").unwrap();
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
-    sidecar.wait_metrics("the first file", |m| lines_total(m, &log) == 2.0);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    sidecar.step_until("the first file", |m| lines_total(m, &log) == 2.0);
     std::fs::remove_file(&log).unwrap();
     std::fs::write(
         &log,
         "  20/100 (0 err) 1.0 req/s\n  30/100 (0 err) 1.0 req/s\n",
     )
     .unwrap();
-    let m = expect_exact(&sidecar, &log, 4.0, 30.0);
+    let m = expect_exact_stepped(&mut sidecar, &log, 4.0, 30.0);
     assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
     assert_eq!(m.get("pulse_collector_up", "collector=\"log\""), Some(1.0));
 }
@@ -178,11 +178,11 @@ fn delete_and_recreate() {
 fn file_and_folder_missing_at_start() {
     let dir = temp_dir();
     let log = dir.path().join("not/yet/run.log");
-    let sidecar = Sidecar::run(&["--log", path_str(&log)]);
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
     assert_eq!(lines_total(&sidecar.metrics(), &log), 0.0);
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     std::fs::write(&log, "Processing: A\n  5/10 (0 err) 1.0 req/s\n").unwrap();
-    expect_exact(&sidecar, &log, 2.0, 5.0);
+    expect_exact_stepped(&mut sidecar, &log, 2.0, 5.0);
 }
 
 #[test]
@@ -353,8 +353,12 @@ impl Writer {
     }
 
     fn write(&mut self, text: &str) {
+        self.write_bytes(text.as_bytes());
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) {
         use std::io::Write;
-        self.file.write_all(text.as_bytes()).unwrap();
+        self.file.write_all(bytes).unwrap();
     }
 
     /// logrotate `create`: the log is renamed to `.1` and an empty one is created in its place;
@@ -509,4 +513,24 @@ fn a_crash_loop_during_a_rotation_loses_and_doubles_nothing() {
     expect_partitions(&sidecar, &log, 501.0, &[("A", 500.0)]);
     let m = sidecar.metrics();
     assert_eq!(m.get("pulse_tail_rotations_total", &label(&log)), Some(1.0));
+}
+
+/// The stepped sidecar's clock is the test's down to the log's worker thread, which stamps
+/// the lines: progress read after an hour of the test's clock is an hour after the start,
+/// with no wall time passed.
+#[test]
+fn a_stepped_sidecar_reads_on_the_tests_clock() {
+    let dir = temp_dir();
+    let log = dir.path().join("run.log");
+    std::fs::write(&log, "Processing: A\n  1/10 (0 err) 1.0 req/s\n").unwrap();
+    let mut sidecar = InProcess::logs(dir.path(), &[&log]);
+    let last = |m: &Metrics| m.partition("pulse_partition_last_progress_timestamp_seconds", "A");
+    assert_eq!(last(&sidecar.metrics()), Some(stepped::T0));
+    sidecar.0.step(std::time::Duration::from_secs(3600));
+    append(&log, "  2/10 (0 err) 1.0 req/s\n");
+    let m = sidecar.step_until("the second progress line", |m| {
+        m.partition("pulse_partition_requests_completed", "A") == Some(2.0)
+    });
+    assert_eq!(last(&m), Some(sidecar.0.now()));
+    assert!(sidecar.0.now() >= stepped::T0 + 3600.0);
 }

@@ -4,6 +4,7 @@
 
 mod discovery;
 mod registry;
+pub mod stepped;
 
 use crate::app::config::Config;
 use crate::collectors::Collector;

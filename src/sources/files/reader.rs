@@ -136,9 +136,11 @@ impl Reader {
         });
         let made = progress.clone();
         let shared = shared.clone();
+        let clock = crate::clock::carried();
         std::thread::Builder::new()
             .name(format!("outputs {generation}"))
             .spawn(move || {
+                crate::clock::enter(clock);
                 while asked.recv().is_ok() {
                     if !pass(&shared, generation, &made) || finished.send(()).is_err() {
                         return;

@@ -44,9 +44,11 @@ impl Worker {
         let progress = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let made = progress.clone();
+        let clock = crate::clock::carried();
         std::thread::Builder::new()
             .name(format!("log {index}"))
             .spawn(move || {
+                crate::clock::enter(clock);
                 while asked.recv().is_ok() {
                     let polled = log.poll(index, &run, &positions, || {
                         made.store(started.elapsed().as_millis() as u64, Ordering::Release)

@@ -19,6 +19,7 @@ pub mod receiver;
 pub mod repo;
 pub mod slurm;
 pub mod smtp;
+pub mod stepped;
 pub mod tls;
 
 pub use fake_server::{Engine, FakeServer, SGLANG_RANK_1};
