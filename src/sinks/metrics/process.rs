@@ -99,6 +99,25 @@ mod tests {
         assert_eq!(s.resident_memory_bytes, Some(2048.0 * 4096.0));
     }
 
+    /// The sidecar as pid 9 of a container's `/proc` (`tests/testdata/proc/container`), in
+    /// 100 ticks a second and 4 KiB pages.
+    #[test]
+    fn reads_a_fixture_tree_as_its_golden_says() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/proc/container");
+        let s = ProcessStats::read_in(&Procfs::at(root), 100.0, 4096.0);
+        let got = format!(
+            "cpu_seconds {:?}\nresident_memory_bytes {:?}\nvirtual_memory_bytes {:?}\nopen_fds {:?}\nstart_time_seconds {:?}\n",
+            s.cpu_seconds,
+            s.resident_memory_bytes,
+            s.virtual_memory_bytes,
+            s.open_fds,
+            s.start_time_seconds
+        );
+        crate::testing::golden("tests/testdata/proc/container.metrics.golden", &got);
+        let nothing = ProcessStats::read_in(&Procfs::at("/nonexistent"), 100.0, 4096.0);
+        assert_eq!(nothing, ProcessStats::default(), "no procfs, no figures");
+    }
+
     #[test]
     fn reads_this_process() {
         let s = ProcessStats::read();

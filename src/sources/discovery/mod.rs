@@ -8,6 +8,8 @@
 //! and shown in `/status`.
 
 mod files;
+#[cfg(test)]
+mod fixtures;
 pub mod procs;
 pub mod sockets;
 
