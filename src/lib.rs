@@ -20,6 +20,7 @@ pub mod human;
 pub mod lock;
 pub mod parse;
 pub mod paths;
+pub mod procfs;
 pub mod run_identity;
 pub mod stable_hash;
 pub mod state;

@@ -38,3 +38,15 @@ pub fn generated_section(path: &str, begin: &str, end: &str, generated: &str, ho
         path.display()
     );
 }
+
+/// Checks `got` against the golden file at `path` (under the repository), as the integration
+/// tests' `check_goldens` does; with `UPDATE_GOLDEN` set, writes it first.
+pub fn golden(path: &str, got: &str) {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden)
+        .unwrap_or_else(|e| panic!("{}: {e}; UPDATE_GOLDEN=1 writes it", golden.display()));
+    assert_eq!(got, want, "no longer {}", golden.display());
+}

@@ -13,6 +13,7 @@ use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::slurm::{spread_offset, ArrayTasks, Asks, JobEnv, JobFile, JobState, SlurmJob};
 use crate::model::Run;
+use crate::procfs::Procfs;
 use crate::sources::{Awaited, Built, Context, Runs, Source, SourceConfig};
 use std::io::Read;
 use std::path::PathBuf;
@@ -222,8 +223,7 @@ impl Driver {
                 more
             }
             None => {
-                let alive =
-                    pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+                let alive = pid.is_some_and(|p| Procfs::default().exists(p));
                 let gone = self.alive && !alive;
                 self.alive = alive;
                 gone
@@ -312,15 +312,12 @@ fn own_job() -> Option<JobEnv> {
 
 /// The job of the driver's environment, where it can be read (the same user, or root).
 fn driver_job(pid: u32) -> Option<JobEnv> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let text = String::from_utf8_lossy(&raw);
-    JobEnv::from_vars(text.split('\0').filter_map(|kv| kv.split_once('=')))
+    let vars = Procfs::default().environ(pid)?;
+    JobEnv::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default()
+    Procfs::default().hostname().unwrap_or_default()
 }
 
 /// Asks the controller for the run's job (an array task: its array's records, which hold the

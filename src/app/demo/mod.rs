@@ -193,10 +193,12 @@ pub fn kill_server() -> anyhow::Result<()> {
         .ok()
         .and_then(|p| p.parse().ok())
         .context("no PULSE_SERVER_PID: the sidecar found no server")?;
-    let cmdline =
-        fs::read(format!("/proc/{pid}/cmdline")).with_context(|| format!("pid {pid} is gone"))?;
+    let command = u32::try_from(pid)
+        .ok()
+        .and_then(|pid| crate::procfs::Procfs::default().command(pid))
+        .with_context(|| format!("pid {pid} is gone"))?;
     anyhow::ensure!(
-        String::from_utf8_lossy(&cmdline).contains("sglang.launch_server"),
+        command.line().contains("sglang.launch_server"),
         "pid {pid} is not the demo's SGLang server: nothing killed"
     );
     println!(

@@ -94,7 +94,7 @@ impl Discovery {
                         let mut table = table.locked();
                         let found = scan(&scan_dir, &mut table, &held);
                         // Whether the driver whose connection tied the server still runs.
-                        let lives = tying.as_ref().is_none_or(procs::lives);
+                        let lives = tying.as_ref().is_none_or(|p| table.lives(p));
                         (found, lives)
                     }),
                     clock::now(),

@@ -1,8 +1,9 @@
 //! The sidecar's own `process_*` metrics, read from `/proc/self` as the Go and Python clients do.
 //!
-//! Every field is optional: on a system without procfs the family is simply absent.
+//! Every field is optional: on a system without procfs the family is simply absent. They are
+//! read at each scrape, as those clients read them, through [`Procfs`].
 
-use std::fs;
+use crate::procfs::Procfs;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessStats {
@@ -16,20 +17,20 @@ pub struct ProcessStats {
 
 impl ProcessStats {
     pub fn read() -> ProcessStats {
-        let mut stats = fs::read_to_string("/proc/self/stat")
-            .ok()
-            .and_then(|stat| {
-                let boot = fs::read_to_string("/proc/stat").ok()?;
-                Some(from_stat(
-                    &stat,
-                    boot_time(&boot)?,
-                    ticks_per_second(),
-                    page_size(),
-                ))
-            })
-            .unwrap_or_default();
-        stats.open_fds = fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as f64);
+        let mut stats = ProcessStats::read_in(&Procfs::default(), ticks_per_second(), page_size());
         stats.max_fds = max_fds();
+        stats
+    }
+
+    /// What `procfs` says of the sidecar, with the clock ticks per second and the page size
+    /// its figures count in. The limit of open files is not in `/proc`: it is left out.
+    pub fn read_in(procfs: &Procfs, ticks: f64, page: f64) -> ProcessStats {
+        let mut stats = procfs
+            .own_stat()
+            .zip(procfs.boot_time())
+            .map(|(stat, boot)| from_stat(&stat, boot, ticks, page))
+            .unwrap_or_default();
+        stats.open_fds = procfs.own_open_fds().map(|n| n as f64);
         stats
     }
 }
@@ -52,13 +53,6 @@ fn from_stat(stat: &str, boot_time: f64, ticks: f64, page: f64) -> ProcessStats 
         resident_memory_bytes: field(24).map(|pages| pages * page),
         ..ProcessStats::default()
     }
-}
-
-fn boot_time(proc_stat: &str) -> Option<f64> {
-    proc_stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 fn ticks_per_second() -> f64 {
@@ -105,17 +99,30 @@ mod tests {
         assert_eq!(s.resident_memory_bytes, Some(2048.0 * 4096.0));
     }
 
+    /// The sidecar as pid 9 of a container's `/proc` (`tests/testdata/proc/container`), in
+    /// 100 ticks a second and 4 KiB pages.
+    #[test]
+    fn reads_a_fixture_tree_as_its_golden_says() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/proc/container");
+        let s = ProcessStats::read_in(&Procfs::at(root), 100.0, 4096.0);
+        let got = format!(
+            "cpu_seconds {:?}\nresident_memory_bytes {:?}\nvirtual_memory_bytes {:?}\nopen_fds {:?}\nstart_time_seconds {:?}\n",
+            s.cpu_seconds,
+            s.resident_memory_bytes,
+            s.virtual_memory_bytes,
+            s.open_fds,
+            s.start_time_seconds
+        );
+        crate::testing::golden("tests/testdata/proc/container.metrics.golden", &got);
+        let nothing = ProcessStats::read_in(&Procfs::at("/nonexistent"), 100.0, 4096.0);
+        assert_eq!(nothing, ProcessStats::default(), "no procfs, no figures");
+    }
+
     #[test]
     fn reads_this_process() {
         let s = ProcessStats::read();
         assert!(s.resident_memory_bytes.unwrap() > 0.0);
         assert!(s.open_fds.unwrap() >= 1.0);
         assert!(s.start_time_seconds.unwrap() > 1e9);
-    }
-
-    #[test]
-    fn boot_time_line() {
-        assert_eq!(boot_time("cpu 1 2 3\nbtime 1700000000\n"), Some(1.7e9));
-        assert_eq!(boot_time("cpu 1 2 3\n"), None);
     }
 }

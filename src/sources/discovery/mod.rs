@@ -8,6 +8,8 @@
 //! and shown in `/status`.
 
 mod files;
+#[cfg(test)]
+mod fixtures;
 pub mod procs;
 pub mod sockets;
 
@@ -28,8 +30,9 @@ pub fn scan_once(dir: &Path) -> Discovered {
 
 /// Everything discovery finds in `dir` and on the machine now. `procs` keeps what earlier
 /// scans read of the processes; `held` (the driver and server found before) are read again.
-pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
-    let procs = procs.refresh(dir, held);
+pub fn scan(dir: &Path, table: &mut procs::Table, held: &[u32]) -> Discovered {
+    let procfs = table.procfs().clone();
+    let procs = table.refresh(dir, held);
     let found_logs = files::logs(dir);
     // The driver writes a progress log, not the server's: the server's format is known only
     // once the server is, but a writer of an SGLang or vLLM log is the server, never the driver.
@@ -38,9 +41,10 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         .filter(|l| !matches!(l.format, Format::Sglang | Format::Vllm))
         .map(|l| l.path.clone())
         .collect();
-    let sockets = sockets::read();
+    let sockets = sockets::read(&procfs);
     let mut driver = procs::driver(procs, &progress_paths);
-    let chosen = procs::server(procs, dir, driver.as_ref().map(|d| d.pid), &sockets);
+    let driver_pid = driver.as_ref().map(|d| d.pid);
+    let chosen = procs::server(&procfs, procs, dir, driver_pid, &sockets);
     // A tie by the driver's connection is that driver's: it lasts as long as that process.
     let server = chosen.server.map(|mut s| {
         if s.tied_by_connection() {
@@ -98,13 +102,10 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         counts: jsonl_counts,
         passed_over,
     } = files::jsonl_globs(dir);
-    let hidden = procs.iter().filter(|p| p.files.is_none()).count();
-    let mut notes = Vec::new();
-    if hidden > 0 && driver.is_none() {
-        notes.push(format!(
-            "the open files of {hidden} processes (other users') cannot be read, so a driver among them cannot be found: run the sidecar as the pipeline's user, or give --process-match"
-        ));
-    }
+    let mut notes: Vec<String> = hidden(procs)
+        .filter(|_| driver.is_none())
+        .into_iter()
+        .collect();
     notes.extend(chosen.note.clone());
     let role = if driver.is_some() {
         Some(Role::Driver)
@@ -126,6 +127,15 @@ pub fn scan(dir: &Path, procs: &mut procs::Table, held: &[u32]) -> Discovered {
         notes,
         server_note: chosen.note,
     }
+}
+
+/// What is said of the processes whose open files cannot be read, where there are some: a
+/// driver among them cannot be found.
+fn hidden(procs: &[procs::Proc]) -> Option<String> {
+    let hidden = procs.iter().filter(|p| p.files.is_none()).count();
+    (hidden > 0).then(|| format!(
+        "the open files of {hidden} processes (other users') cannot be read, so a driver among them cannot be found: run the sidecar as the pipeline's user, or give --process-match"
+    ))
 }
 
 /// How long the first scan may take before the sidecar gives up starting: the run's folder

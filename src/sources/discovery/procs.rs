@@ -3,6 +3,7 @@
 
 use super::sockets::{self, Socket};
 use crate::model::{DiscoveredProcess, DiscoveredServer, BY_CONNECTION};
+use crate::procfs::{Command, Procfs};
 use crate::run_identity::Role;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ impl Proc {
 /// then costs one `/proc` listing per scan, not thousands of reads.
 #[derive(Debug, Default)]
 pub struct Table {
+    procfs: Procfs,
     procs: Vec<Proc>,
     scans: u64,
 }
@@ -42,67 +44,58 @@ pub struct Table {
 const FULL_EVERY: u64 = 20;
 
 impl Table {
+    /// A table of the processes of `procfs`, the system's `/proc` or a fixture tree.
+    pub fn at(procfs: Procfs) -> Table {
+        Table {
+            procfs,
+            ..Table::default()
+        }
+    }
+
+    pub fn procfs(&self) -> &Procfs {
+        &self.procfs
+    }
+
     /// Reads what is new in `/proc`; `held` are read again whatever they were.
     pub fn refresh(&mut self, dir: &Path, held: &[u32]) -> &[Proc] {
         let full = self.scans.is_multiple_of(FULL_EVERY);
         self.scans += 1;
         let mut before = std::mem::take(&mut self.procs).into_iter().peekable();
-        for pid in pids() {
+        for pid in self.procfs.processes() {
             while before.next_if(|p| p.pid < pid).is_some() {}
             let fresh = match before.next_if(|p| p.pid == pid) {
-                Some(p) if !full && !held.contains(&pid) && !tied(&p, dir) => Some(p),
-                _ => read(pid),
+                Some(p) if !full && !held.contains(&pid) && !works_in_or_names(&p, dir) => Some(p),
+                _ => read(&self.procfs, pid),
             };
             self.procs.extend(fresh);
         }
         &self.procs
     }
-}
 
-/// Whether `p` still runs: its pid is not a zombie's, and where its start time is known, the
-/// process now under its pid started then (not a later one given the same pid).
-pub fn lives(p: &DiscoveredProcess) -> bool {
-    use crate::sources::probe::process;
-    process::stat(p.pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
-        && p.started
-            .is_none_or(|t| process::start_ticks(p.pid) == Some(t))
-}
-
-/// Every process but this one, lowest pid first.
-fn pids() -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<u32> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|pid| *pid != me)
-        .collect();
-    pids.sort_unstable();
-    pids
+    /// Whether `p` still runs: its pid is not a zombie's, and where its start time is known,
+    /// the process now under its pid started then (not a later one given the same pid).
+    pub fn lives(&self, p: &DiscoveredProcess) -> bool {
+        self.procfs
+            .stat(p.pid)
+            .is_some_and(|s| s.alive() && p.started.is_none_or(|t| s.started == Some(t)))
+    }
 }
 
 /// Whether a process works in the run folder or names it in its arguments.
-fn tied(p: &Proc, dir: &Path) -> bool {
+fn works_in_or_names(p: &Proc, dir: &Path) -> bool {
     let named = dir.to_string_lossy();
     p.cwd.as_deref().is_some_and(|c| c.starts_with(dir))
         || p.args.iter().any(|a| a.contains(named.as_ref()))
 }
 
-fn read(pid: u32) -> Option<Proc> {
-    let base = PathBuf::from(format!("/proc/{pid}"));
-    let (args, ppid) = read_args(
-        || std::fs::read(base.join("cmdline")).ok(),
-        || crate::sources::probe::process::stat_flags(pid),
-        || std::thread::sleep(std::time::Duration::from_millis(1)),
-    )?;
-    let files = std::fs::read_dir(base.join("fd")).ok().map(|fds| {
-        fds.flatten()
-            .filter_map(|fd| {
-                let target = std::fs::read_link(fd.path()).ok()?;
-                let info = std::fs::read_to_string(base.join("fdinfo").join(fd.file_name())).ok();
-                Some((target, info.as_deref().is_some_and(writable)))
+fn read(procfs: &Procfs, pid: u32) -> Option<Proc> {
+    let Command { args, ppid } = procfs.command(pid)?;
+    let files = procfs.open_files(pid).map(|files| {
+        files
+            .into_iter()
+            .map(|f| {
+                let writable = procfs.writable(pid, &f.fd);
+                (f.target, writable)
             })
             .collect()
     });
@@ -111,52 +104,9 @@ fn read(pid: u32) -> Option<Proc> {
         ppid,
         args,
         files,
-        cwd: std::fs::read_link(base.join("cwd")).ok(),
-        started: crate::sources::probe::process::start_ticks(pid),
+        cwd: procfs.cwd(pid),
+        started: procfs.stat(pid).and_then(|s| s.started),
     })
-}
-
-/// The kernel's flag for its own threads (`PF_KTHREAD`).
-const KERNEL_THREAD: u32 = 0x0020_0000;
-/// Looks at an empty command line this often before taking the process as exiting.
-const EXEC_TRIES: usize = 20;
-
-/// A process's arguments and parent, or `None` for a kernel thread, a zombie or a process
-/// gone. Its command line reads empty not only for a kernel thread but for the moment a
-/// process is inside `execve` (a launcher such as pyenv's shim execs several times in a
-/// row): a scan that met one then missed the server a rescan found. So a kernel thread is
-/// told by its flag, and an empty command line is read again, a millisecond apart.
-fn read_args(
-    mut cmdline: impl FnMut() -> Option<Vec<u8>>,
-    mut stat: impl FnMut() -> Option<(char, u32, u32)>,
-    mut wait: impl FnMut(),
-) -> Option<(Vec<String>, u32)> {
-    for _ in 0..EXEC_TRIES {
-        let (state, ppid, flags) = stat()?;
-        if flags & KERNEL_THREAD != 0 || state == 'Z' || state == 'X' {
-            return None;
-        }
-        let raw = cmdline()?;
-        let args: Vec<String> = raw
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if !args.is_empty() {
-            return Some((args, ppid));
-        }
-        wait();
-    }
-    None
-}
-
-/// Whether `fdinfo`'s `flags:` (octal) say the file is open for writing.
-fn writable(fdinfo: &str) -> bool {
-    fdinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
-        .is_some_and(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
 }
 
 /// Programs that start the driver rather than being it: a shell, `nohup`, `env`, `timeout`…
@@ -262,7 +212,13 @@ pub struct Found {
 /// server in a container, or another user's); a driver that talks to no local service runs
 /// its engine in-process (vLLM's `LLM.generate`, `run_batch`) and has no server. With several
 /// and no tie, none: probing another run's server would triage this run with its health.
-pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[Socket]) -> Found {
+pub fn server(
+    procfs: &Procfs,
+    procs: &[Proc],
+    run_dir: &Path,
+    driver: Option<u32>,
+    sockets: &[Socket],
+) -> Found {
     let launchers = launchers(procs);
     let sockets_of = |pid: u32| {
         let family: Vec<&Proc> = std::iter::once(pid)
@@ -286,8 +242,10 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         .unwrap_or_default();
     let at_its_port =
         |p: &Proc| engine(&p.args).is_some_and(|engine| ports.contains(&port(&p.args, engine)));
-    let in_folder =
-        |p: &Proc| tied(p, run_dir) || stdout_file(p.pid).is_some_and(|f| f.starts_with(run_dir));
+    let in_folder = |p: &Proc| {
+        works_in_or_names(p, run_dir)
+            || stdout_file(procfs, p.pid).is_some_and(|f| f.starts_with(run_dir))
+    };
     let ray_worker = procs.iter().any(|p| ray_worker(&p.args));
     let pick = |by: &dyn Fn(&Proc) -> bool| -> Vec<(&Proc, &'static str)> {
         launchers.iter().filter(|(p, _)| by(p)).copied().collect()
@@ -310,7 +268,10 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         // followed or probed (docs/configuration.md, "Which server is the run's").
         (_, _, _, [only]) => {
             let (server, note) = match only_one(only, run_dir, driver, sockets, &sockets_of) {
-                Ok(by) => (Some(described_server(procs, only.0, only.1, by)), None),
+                Ok(by) => (
+                    Some(described_server(procfs, procs, only.0, only.1, by)),
+                    None,
+                ),
                 Err(note) => (None, Some(note)),
             };
             return Found {
@@ -325,24 +286,9 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
                 ..Found::default()
             }
         }
-        (_, _, _, several) => {
-            let seen: Vec<String> = several
-                .iter()
-                .map(|(p, engine)| format!("pid {} ({engine}: {})", p.pid, p.command()))
-                .collect();
-            return Found {
-                note: Some(format!(
-                    "{} inference servers run on this node and none is the run's (the driver has no connection to one, none works in or logs into {}): {}; give --server-health-url and --server-metrics-url for the run's",
-                    several.len(),
-                    run_dir.display(),
-                    seen.join(", ")
-                )),
-                role: ray_worker.then_some(Role::Worker),
-                server: None,
-            };
-        }
+        (_, _, _, several) => return none_of_several(several, run_dir, ray_worker),
     };
-    let server = described_server(procs, chosen.0, chosen.1, chosen_by);
+    let server = described_server(procfs, procs, chosen.0, chosen.1, chosen_by);
     let role = if !server.serves_http || ray_worker {
         Role::Worker
     } else {
@@ -352,6 +298,24 @@ pub fn server(procs: &[Proc], run_dir: &Path, driver: Option<u32>, sockets: &[So
         role: Some(role),
         server: Some(server),
         note: None,
+    }
+}
+
+/// No server, among several on the node with no tie to the run; the note names them.
+fn none_of_several(several: &[(&Proc, &str)], run_dir: &Path, ray_worker: bool) -> Found {
+    let seen: Vec<String> = several
+        .iter()
+        .map(|(p, engine)| format!("pid {} ({engine}: {})", p.pid, p.command()))
+        .collect();
+    Found {
+        note: Some(format!(
+            "{} inference servers run on this node and none is the run's (the driver has no connection to one, none works in or logs into {}): {}; give --server-health-url and --server-metrics-url for the run's",
+            several.len(),
+            run_dir.display(),
+            seen.join(", ")
+        )),
+        role: ray_worker.then_some(Role::Worker),
+        server: None,
     }
 }
 
@@ -418,6 +382,7 @@ fn ray_worker(args: &[String]) -> bool {
 }
 
 fn described_server(
+    procfs: &Procfs,
     procs: &[Proc],
     p: &Proc,
     engine: &'static str,
@@ -434,7 +399,7 @@ fn described_server(
     };
     let base = format!("http://{host}:{port}");
     let metrics = metrics_always || p.args.iter().any(|a| a == "--enable-metrics");
-    let log = p.files.as_ref().and_then(|_| stdout_file(p.pid));
+    let log = p.files.as_ref().and_then(|_| stdout_file(procfs, p.pid));
     let rank = value("--node-rank").and_then(|r| r.parse::<u32>().ok());
     let headless = p.args.iter().any(|a| a == "--headless");
     DiscoveredServer {
@@ -551,9 +516,9 @@ fn runs_engine(args: &[String]) -> bool {
 }
 
 /// The regular file a process's stdout (else stderr) goes to.
-fn stdout_file(pid: u32) -> Option<PathBuf> {
+fn stdout_file(procfs: &Procfs, pid: u32) -> Option<PathBuf> {
     [1, 2].into_iter().find_map(|fd| {
-        let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+        let target = procfs.open_file(pid, fd)?;
         std::fs::metadata(&target)
             .is_ok_and(|m| m.is_file())
             .then_some(target)
@@ -570,31 +535,6 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split(' ').map(str::to_owned).collect()
-    }
-
-    #[test]
-    fn a_process_met_inside_execve_is_read_once_its_command_line_is_back() {
-        let mut reads = vec![
-            b"".to_vec(),
-            b"".to_vec(),
-            b"python3\0-c\0x\0sglang.launch_server\0".to_vec(),
-        ]
-        .into_iter();
-        let got = read_args(|| reads.next(), || Some(('R', 100, 0x0040_0100)), || {});
-        assert_eq!(got, Some((args("python3 -c x sglang.launch_server"), 100)));
-        // A kernel thread and a zombie are passed by; so is one whose line never comes back.
-        assert_eq!(
-            read_args(|| Some(Vec::new()), || Some(('S', 2, 0x0020_8040)), || {}),
-            None
-        );
-        assert_eq!(
-            read_args(|| Some(b"x\0".to_vec()), || Some(('Z', 2, 0)), || {}),
-            None
-        );
-        assert_eq!(
-            read_args(|| Some(Vec::new()), || Some(('R', 2, 0)), || {}),
-            None
-        );
     }
 
     #[test]
@@ -644,15 +584,27 @@ mod tests {
         engine.ppid = 7;
         let mut core = proc(9, "/venv/bin/python /venv/bin/vllm serve m --port 8000");
         core.ppid = 8;
-        let found = server(&[supervisor, engine, core], Path::new("/run"), None, &[]);
+        let found = server(
+            &nowhere(),
+            &[supervisor, engine, core],
+            Path::new("/run"),
+            None,
+            &[],
+        );
         let s = found.server.expect("the engine");
         assert_eq!((s.pid, s.workers.len()), (8, 1));
         let shim = proc(
             5,
             "bash /root/.pyenv/libexec/pyenv exec python3 -m sglang.launch_server --model-path m",
         );
-        let found = server(&[shim], Path::new("/run"), None, &[]);
+        let found = server(&nowhere(), &[shim], Path::new("/run"), None, &[]);
         assert_eq!(found.server.map(|s| s.pid), Some(5));
+    }
+
+    /// A `/proc` with no process in it: the processes of these tests are given, and none of
+    /// the machine's is read for their logs.
+    fn nowhere() -> Procfs {
+        Procfs::at("/nonexistent")
     }
 
     fn proc(pid: u32, line: &str) -> Proc {
@@ -667,7 +619,7 @@ mod tests {
     }
 
     fn only(line: &str) -> DiscoveredServer {
-        server(&[proc(7, line)], Path::new("/run"), None, &[])
+        server(&nowhere(), &[proc(7, line)], Path::new("/run"), None, &[])
             .server
             .unwrap()
     }
@@ -703,7 +655,7 @@ mod tests {
                     p
                 })
                 .collect();
-            server(&procs, Path::new("/run"), None, &[]).role
+            server(&nowhere(), &procs, Path::new("/run"), None, &[]).role
         };
         let line = "python3 -m sglang.launch_server --model-path m --nnodes 2 --dist-init-addr 10.0.0.1:5000";
         assert_eq!(
@@ -736,7 +688,7 @@ mod tests {
     fn a_guessed_server_says_nothing_of_the_nodes_role() {
         let line = "python3 -m sglang.launch_server --model-path m";
         for line in [line.to_owned(), format!("{line} --node-rank 1")] {
-            let found = server(&[proc(7, &line)], Path::new("/run"), None, &[]);
+            let found = server(&nowhere(), &[proc(7, &line)], Path::new("/run"), None, &[]);
             let s = found.server.expect("shown as a guess");
             assert!(!s.tied(), "{}", s.by);
             assert_eq!(found.role, None, "a guess made the node's role: {line}");
@@ -773,18 +725,18 @@ mod tests {
     #[test]
     fn the_server_the_driver_talks_to_else_none_of_several() {
         let (procs, sockets) = two_servers();
-        let found = server(&procs, Path::new("/run"), Some(20), &sockets);
+        let found = server(&nowhere(), &procs, Path::new("/run"), Some(20), &sockets);
         let s = found.server.unwrap();
         assert_eq!(s.pid, 11);
         assert!(s.tied(), "{}", s.by);
-        let found = server(&procs, Path::new("/run"), None, &sockets);
+        let found = server(&nowhere(), &procs, Path::new("/run"), None, &sockets);
         assert!(found.server.is_none(), "two servers, no tie: none taken");
         let note = found.note.unwrap();
         assert!(note.contains("pid 10") && note.contains("pid 11"), "{note}");
         assert!(note.contains("--server-health-url"), "{note}");
         let mut procs = procs;
         procs[0].cwd = Some("/run/logs".into());
-        let s = server(&procs, Path::new("/run"), None, &sockets)
+        let s = server(&nowhere(), &procs, Path::new("/run"), None, &sockets)
             .server
             .unwrap();
         assert_eq!(
@@ -811,7 +763,7 @@ mod tests {
         };
         let listener = socket(100, ("0.0.0.0", 8000), ("0.0.0.0", 0), 0x0A);
         let found = |procs: &[Proc], sockets: &[Socket]| {
-            server(procs, Path::new("/run"), Some(20), sockets)
+            server(&nowhere(), procs, Path::new("/run"), Some(20), sockets)
         };
         // An offline driver: its only connection is to its own engine's store.
         let internal = [
@@ -852,7 +804,7 @@ mod tests {
         assert_eq!(s.by, "the driver's connection to its port 8000");
         assert_eq!(tied.role, Some(Role::Server));
         // Without a driver yet, the only server is taken as such.
-        let s = server(&[vllm], Path::new("/run"), None, &outward)
+        let s = server(&nowhere(), &[vllm], Path::new("/run"), None, &outward)
             .server
             .unwrap();
         assert!(s.by.ends_with("(no driver found yet)"), "{}", s.by);
@@ -866,7 +818,9 @@ mod tests {
             proc(7, "python -m sglang.launch_server --model-path m"),
             worker,
         ];
-        let s = server(&procs, Path::new("/run"), None, &[]).server.unwrap();
+        let s = server(&nowhere(), &procs, Path::new("/run"), None, &[])
+            .server
+            .unwrap();
         assert_eq!((s.pid, s.workers.len()), (7, 1));
     }
 
@@ -933,12 +887,5 @@ mod tests {
             driver(&[proc(12, 1, false)], std::slice::from_ref(&log)).is_none(),
             "a reader is not the driver"
         );
-        assert!(fdinfo_flags_writable());
-    }
-
-    fn fdinfo_flags_writable() -> bool {
-        writable("pos:\t0\nflags:\t0102001\nmnt_id:\t25\n")
-            && !writable("pos:\t0\nflags:\t0100000\n")
-            && writable("flags:\t02\n")
     }
 }

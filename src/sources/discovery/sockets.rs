@@ -2,6 +2,7 @@
 //! this node listens on, read from `/proc/net/tcp` and `/proc/net/tcp6` (one read each per
 //! scan, whatever the number of processes) and the processes' socket inodes.
 
+use crate::procfs::Procfs;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -18,20 +19,20 @@ pub struct Socket {
 }
 
 /// Every TCP socket of this network namespace; an unreadable table is an empty one.
-pub fn read() -> Vec<Socket> {
-    read_in("/proc/net")
+pub fn read(procfs: &Procfs) -> Vec<Socket> {
+    procfs
+        .tcp_tables(None)
+        .iter()
+        .flat_map(|t| parse(t))
+        .collect()
 }
 
 /// Every TCP socket of the network namespace process `pid` lives in (a container's own).
-pub fn read_of(pid: u32) -> Vec<Socket> {
-    read_in(&format!("/proc/{pid}/net"))
-}
-
-fn read_in(dir: &str) -> Vec<Socket> {
-    ["tcp", "tcp6"]
+pub fn read_of(procfs: &Procfs, pid: u32) -> Vec<Socket> {
+    procfs
+        .tcp_tables(Some(pid))
         .iter()
-        .filter_map(|table| std::fs::read_to_string(format!("{dir}/{table}")).ok())
-        .flat_map(|table| parse(&table))
+        .flat_map(|t| parse(t))
         .collect()
 }
 

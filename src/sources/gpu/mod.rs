@@ -9,7 +9,7 @@ mod pids;
 mod simulated;
 
 pub use nvml::{check, start_xid_watcher, NvmlReader};
-use pids::Procfs;
+use pids::{GpuProcesses as _, Procfs};
 pub use simulated::Simulated;
 
 use crate::clock;

@@ -10,78 +10,19 @@
 //! namespace's, once, and nothing is judged from them (docs/deploy.md#what-each-deployment-sees).
 
 use crate::model::{GpuPids, GpuReading};
-use std::path::PathBuf;
+pub use crate::procfs::Procfs;
 
 /// The host's PID namespace as `/proc/self/ns/pid` names it: the kernel gives the initial
 /// namespace this fixed inode number (`PROC_PID_INIT_INO`, include/linux/proc_ns.h).
 const HOST_PID_NAMESPACE: &str = "pid:[4026531836]";
 
-/// A `/proc` to read: the system's, or a folder a test lays out like it.
-#[derive(Debug, Clone)]
-pub struct Procfs {
-    root: PathBuf,
-}
-
-impl Default for Procfs {
-    fn default() -> Procfs {
-        Procfs::at("/proc")
-    }
-}
-
-impl Procfs {
-    pub fn at(root: impl Into<PathBuf>) -> Procfs {
-        Procfs { root: root.into() }
-    }
-
-    fn path(&self, pid: u32, file: &str) -> PathBuf {
-        self.root.join(pid.to_string()).join(file)
-    }
-
+/// What the GPU source asks of `/proc`: whose pids NVML's lists hold, and which process each
+/// listed one is.
+pub trait GpuProcesses {
     /// What the pids NVML lists are here, for a reader whose pids are real: this namespace's
     /// where the sidecar runs in the host's, else another namespace's. A namespace that
     /// cannot be read is not known to be the host's.
-    pub fn pids(&self) -> GpuPids {
-        match std::fs::read_link(self.root.join("self/ns/pid")) {
-            Ok(ns) if ns.as_os_str() == HOST_PID_NAMESPACE => GpuPids::Ours,
-            _ => GpuPids::Host,
-        }
-    }
-
-    /// The process's pids from this `/proc`'s namespace down to its own, from the `NSpid`
-    /// line of its status; `None` where it is not here (or the kernel predates `NSpid`).
-    fn nspid(&self, pid: u32) -> Option<Vec<u32>> {
-        nspid(&std::fs::read_to_string(self.path(pid, "status")).ok()?)
-    }
-
-    /// Its parent's pid, from `/proc/PID/stat`.
-    fn parent(&self, pid: u32) -> Option<u32> {
-        let stat = std::fs::read(self.path(pid, "stat")).ok()?;
-        crate::sources::probe::process::parse_stat(&stat).map(|(_, ppid, _)| ppid)
-    }
-
-    /// Whether `pid` is `ancestor` or one of its descendants.
-    fn descends(&self, mut pid: u32, ancestor: Option<u32>) -> bool {
-        let Some(ancestor) = ancestor else {
-            return false;
-        };
-        for _ in 0..64 {
-            if pid == ancestor {
-                return true;
-            }
-            match self.parent(pid) {
-                Some(parent) if parent > 1 => pid = parent,
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// The name of a process, from `/proc/PID/comm`.
-    fn name(&self, pid: u32) -> String {
-        std::fs::read_to_string(self.path(pid, "comm"))
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    }
+    fn pids(&self) -> GpuPids;
 
     /// Names each listed process and tells it apart where the pids are this namespace's:
     /// the server's or the driver's (a descendant counts: SGLang's schedulers and vLLM's
@@ -89,7 +30,18 @@ impl Procfs {
     /// either is known. A process not seen here (gone since NVML listed it, hidden from this
     /// user) gets no role: it is not known to be neither's. Elsewhere nothing is looked up,
     /// since a host's pid here names another process.
-    pub fn attribute(&self, reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>) {
+    fn attribute(&self, reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>);
+}
+
+impl GpuProcesses for Procfs {
+    fn pids(&self) -> GpuPids {
+        match self.pid_namespace() {
+            Some(ns) if ns.as_os_str() == HOST_PID_NAMESPACE => GpuPids::Ours,
+            _ => GpuPids::Host,
+        }
+    }
+
+    fn attribute(&self, reading: &mut GpuReading, server: Option<u32>, driver: Option<u32>) {
         if reading.pids != GpuPids::Ours {
             return;
         }
@@ -101,14 +53,14 @@ impl Procfs {
             let Some(pids) = self.nspid(p.pid).filter(|n| n.first() == Some(&p.pid)) else {
                 continue;
             };
-            p.name = self.name(p.pid);
+            p.name = self.comm(p.pid).unwrap_or_default();
             p.inner_pid = (pids.len() > 1).then(|| pids[pids.len() - 1]);
             if server.is_none() && driver.is_none() {
                 continue;
             }
-            let role = if self.descends(p.pid, server) {
+            let role = if descends(self, p.pid, server) {
                 "server"
-            } else if self.descends(p.pid, driver) {
+            } else if descends(self, p.pid, driver) {
                 "driver"
             } else {
                 "other"
@@ -118,12 +70,21 @@ impl Procfs {
     }
 }
 
-/// The pids of an `NSpid:` line (`NSpid:\t4000123\t5`: 4000123 in the namespace of the
-/// `/proc` read, 5 in the process's own).
-fn nspid(status: &str) -> Option<Vec<u32>> {
-    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    let pids: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
-    pids.filter(|p| !p.is_empty())
+/// Whether `pid` is `ancestor` or one of its descendants.
+fn descends(procfs: &Procfs, mut pid: u32, ancestor: Option<u32>) -> bool {
+    let Some(ancestor) = ancestor else {
+        return false;
+    };
+    for _ in 0..64 {
+        if pid == ancestor {
+            return true;
+        }
+        match procfs.stat(pid).map(|s| s.ppid) {
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// A fake `/proc` for the tests: each process with its parent and `NSpid`, and the
@@ -161,16 +122,6 @@ pub(crate) fn fake_procfs(
 mod tests {
     use super::*;
     use crate::model::{GpuProcess, GpuSample};
-
-    #[test]
-    fn nspid_lines_read_from_this_namespace_down() {
-        let status = "Name:\tpython3\nTgid:\t4000123\nPid:\t4000123\nNSpid:\t4000123\t5\nNSpgid:\t4000123\t5\n";
-        assert_eq!(nspid(status), Some(vec![4000123, 5]));
-        assert_eq!(nspid("Name:\tinit\nNSpid:\t1\n"), Some(vec![1]));
-        assert_eq!(nspid("Name:\told kernel\nPid:\t7\n"), None);
-        assert_eq!(nspid("NSpid:\t\n"), None);
-        assert_eq!(nspid("NSpid:\t12\tx\n"), None);
-    }
 
     #[test]
     fn the_host_namespace_is_known_by_its_inode() {

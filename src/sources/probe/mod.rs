@@ -347,7 +347,9 @@ impl Probes {
         };
         // Reading /proc can block on a process stuck in the kernel (a hung CUDA call): the
         // round must end anyway, with the process state unknown this time.
-        let find = tokio::task::spawn_blocking(move || process::find(&target, known));
+        let find = tokio::task::spawn_blocking(move || {
+            process::find(&crate::procfs::Procfs::default(), &target, known)
+        });
         let found = tokio::time::timeout(self.config.timeout, find).await;
         let mut run = self.run.locked();
         let Ok(found) = found else {

@@ -12,6 +12,7 @@ use super::targets::Target;
 use super::{Captures, Frame, ProcessStacks, Thread, Verdict, Wait};
 use crate::model::stacks::{Capture, TakeStacks};
 use crate::model::{Run, Seconds};
+use crate::procfs::Procfs;
 use crate::sources::discovery::sockets;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -122,7 +123,7 @@ fn failed(t: &Target, now: Seconds, note: String) -> ProcessStacks {
 
 /// One process: its state, py-spy's dump, its source lines and connections, read.
 pub fn one(tool: &Tool, t: &Target, now: Seconds) -> ProcessStacks {
-    let Some((state, _)) = crate::sources::probe::process::stat(t.pid) else {
+    let Some(state) = Procfs::default().stat(t.pid).map(|s| s.state) else {
         return failed(t, now, "the process is gone".into());
     };
     let program = match &tool.program {
@@ -152,7 +153,7 @@ pub fn one(tool: &Tool, t: &Target, now: Seconds) -> ProcessStacks {
             let why = match state {
                 'D' => format!(
                     " (the process is in uninterruptible sleep, waiting in the kernel at `{}`)",
-                    wchan(t.pid, t.pid)
+                    wchan(&Procfs::default(), t.pid, t.pid)
                 ),
                 _ => String::new(),
             };
@@ -289,15 +290,19 @@ fn explain(error: &str, pid: u32) -> String {
     format!("py-spy failed: {error}")
 }
 
+/// The kernel function a thread sleeps in, or that it is not seen sleeping.
+fn wchan(procfs: &Procfs, pid: u32, tid: u32) -> String {
+    procfs
+        .wchan(pid, tid)
+        .unwrap_or_else(|| "running or not shown".to_owned())
+}
+
 /// Where each thread of a process waits in the kernel, counted: `futex_wait_queue ×8, ep_poll`.
 fn thread_waits(pid: u32) -> String {
+    let procfs = Procfs::default();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten().take(4096) {
-            if let Some(tid) = task.file_name().to_str().and_then(|s| s.parse().ok()) {
-                *counts.entry(wchan(pid, tid)).or_default() += 1;
-            }
-        }
+    for tid in procfs.threads(pid, 4096) {
+        *counts.entry(wchan(&procfs, pid, tid)).or_default() += 1;
     }
     let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -312,14 +317,6 @@ fn thread_waits(pid: u32) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The kernel function a thread sleeps in (`0` or empty while it runs).
-fn wchan(pid: u32, tid: u32) -> String {
-    match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan")) {
-        Ok(w) if !w.trim().is_empty() && w.trim() != "0" => w.trim().to_owned(),
-        _ => "running or not shown".to_owned(),
-    }
 }
 
 #[derive(Deserialize)]
@@ -392,10 +389,7 @@ fn with_source(pid: u32, threads: &mut [Thread]) {
 }
 
 fn source(pid: u32, file: &str) -> Option<Vec<String>> {
-    let path = Path::new("/proc")
-        .join(pid.to_string())
-        .join("root")
-        .join(file.trim_start_matches('/'));
+    let path = Procfs::default().in_root(pid, file);
     let mut text = String::new();
     std::fs::File::open(path)
         .ok()?
@@ -407,16 +401,11 @@ fn source(pid: u32, file: &str) -> Option<Vec<String>> {
 
 /// The process's established TCP connections, counted by remote address, most first.
 fn connections(pid: u32) -> Vec<(String, usize)> {
-    let targets: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|fds| {
-            fds.flatten()
-                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let ours = sockets::inodes(targets.iter().map(PathBuf::as_path));
+    let procfs = Procfs::default();
+    let files = procfs.open_files(pid).unwrap_or_default();
+    let ours = sockets::inodes(files.iter().map(|f| f.target.as_path()));
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for s in sockets::established(&sockets::read_of(pid), &ours) {
+    for s in sockets::established(&sockets::read_of(&procfs, pid), &ours) {
         *counts
             .entry(std::net::SocketAddr::from(s.remote).to_string())
             .or_default() += 1;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::procfs::Procfs;
 use crate::rules::AlertName;
 use crate::sinks::alert::action::tests::action;
 
@@ -8,11 +9,9 @@ fn sh(script: &str) -> Vec<String> {
 
 /// Whether a process is gone: no such pid, or a zombie waiting for its reaper.
 fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    match pid.parse().ok().and_then(|p| Procfs::default().stat(p)) {
+        None => true,
+        Some(stat) => stat.state == 'Z',
     }
 }
 
