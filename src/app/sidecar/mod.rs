@@ -167,8 +167,8 @@ pub async fn serve(
     if config.collectors.on(Collector::History) {
         run.locked().set_history(crate::sinks::recorder::restore(
             state_dir.as_ref(),
-            config.history.0,
-            config.history.1,
+            config.history.resolution,
+            config.history.span,
         ));
     }
     let engine = Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())

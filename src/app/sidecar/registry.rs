@@ -4,8 +4,7 @@
 //! from its snapshot first, and the output files add their part after.
 
 use crate::app::config::Config;
-use crate::collectors::Collector;
-use crate::sources::{files, gpu, log, probe, run_id, slurm, SourceConfig};
+use crate::sources::{files, log, probe, run_id, SourceConfig};
 
 pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
     vec![
@@ -24,24 +23,11 @@ pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
             identity: config.run.clone(),
             follows_log: config.logs.iter().any(|l| !l.server),
         }),
-        Box::new(gpu::Settings {
-            mode: config.gpu,
-            library: config.nvml_library.clone(),
-            processes: config.gpu_processes,
-            timeout: config.gpu_timeout,
-            interval: config.gpu_interval,
-        }),
+        Box::new(config.gpu.clone()),
         Box::new(probe::Settings {
             probes: config.probes.clone(),
             interval: config.probe_interval,
         }),
-        Box::new(slurm::Settings {
-            on: config.collectors.on(Collector::Slurm),
-            interval: config.slurm.interval,
-            timeout: config.slurm.timeout,
-            spread: config.slurm.spread,
-            job_dir: config.slurm.job_dir.clone(),
-            scontrol: "scontrol".into(),
-        }),
+        Box::new(config.slurm.clone()),
     ]
 }
