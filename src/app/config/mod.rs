@@ -11,6 +11,7 @@ use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog,
 use crate::paths::normalize;
 use crate::run_identity::{self, RunIdentity, RunLabel};
 use crate::sinks::alert::settings::AlertConfig;
+use crate::sinks::recorder;
 use crate::sinks::web_config::WebConfig;
 use crate::sources::probe::process::ProcessTarget;
 use crate::sources::probe::ProbeConfig;
@@ -72,13 +73,6 @@ pub struct Inputs {
     pub probes: ProbeConfig,
 }
 
-/// How fine and how far back the history is kept, in seconds.
-#[derive(Debug, Clone, Copy)]
-pub struct History {
-    pub resolution: f64,
-    pub span: f64,
-}
-
 /// The validated configuration the sidecar runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -98,7 +92,8 @@ pub struct Config {
     pub max_connections: usize,
     /// TLS and auth from the web config file; `None` serves plain HTTP to anyone.
     pub web: Option<WebConfig>,
-    pub history: History,
+    /// The recorder's section: how fine and how far back the history is kept.
+    pub history: recorder::Settings,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub output_limits: OutputLimits,
@@ -176,7 +171,7 @@ impl RawConfig {
         let alerts = self.alerts(run.clone())?;
         let web = self.web()?;
         let heartbeat = self.heartbeat()?;
-        let history = self.history()?;
+        let history = self.history(collectors)?;
         Ok(Config {
             history,
             heartbeat,
@@ -389,7 +384,7 @@ impl RawConfig {
             })
     }
 
-    fn history(&self) -> Result<History, ConfigError> {
+    fn history(&self, collectors: Collectors) -> Result<recorder::Settings, ConfigError> {
         let resolution = key::history_resolution
             .duration(self.history_resolution.as_deref())?
             .as_secs_f64();
@@ -407,7 +402,11 @@ impl RawConfig {
                 ),
             ));
         }
-        Ok(History { resolution, span })
+        Ok(recorder::Settings {
+            on: collectors.on(Collector::History),
+            resolution,
+            span,
+        })
     }
 
     fn web(&self) -> Result<Option<WebConfig>, ConfigError> {
