@@ -2,7 +2,8 @@
 //! default and its one line of documentation. The table below generates [`RawConfig`] (what
 //! serde reads from the file), the flags of `run` and their help, the defaults and comments
 //! `check-config` prints, and the key table of `docs/configuration.md` (a test fails when the
-//! page differs from [`markdown`]). Adding a key is one entry here and its use in `validate`.
+//! page differs from [`markdown`]). Adding a key is one entry here, the line that reads it into
+//! its section (`validate`, or `sections` for a source's), and the field that holds it.
 
 use super::tables::{RawAction, RawLog, RawOutputs, RawPartition, RawRule, RawWebhook};
 use super::{ConfigError, FileWatch, GpuMode, Listen, Span};
