@@ -8,6 +8,7 @@ use crate::clock;
 use crate::lock::Locked;
 use crate::model::history::History;
 use crate::model::Run;
+use crate::sinks::{Context, SinkConfig, Task};
 use crate::state::StateDir;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +17,37 @@ const SAVED: &str = "history.json";
 
 /// How often the history is written out.
 const SAVE_EVERY: Duration = Duration::from_secs(300);
+
+/// The recorder's section of the configuration: the history's resolution and span, in
+/// seconds, where the history collector is on.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub on: bool,
+    pub resolution: f64,
+    pub span: f64,
+}
+
+impl SinkConfig for Settings {
+    fn prepare(&self, cx: &Context) {
+        if self.on {
+            let saved = restore(cx.state.as_ref(), self.resolution, self.span);
+            cx.run.locked().set_history(saved);
+        }
+    }
+
+    fn start(&self, cx: &Context) -> Option<Task> {
+        self.on.then(|| {
+            let task = run_every(cx.run.clone(), cx.state.clone(), cx.unread.clone());
+            Box::pin(task) as Task
+        })
+    }
+
+    fn stop(&self, cx: &Context) {
+        if self.on {
+            save(&cx.run, cx.state.as_ref());
+        }
+    }
+}
 
 /// The saved history if it matches this resolution and span, else an empty one.
 pub fn restore(state: Option<&StateDir>, resolution: f64, span: f64) -> History {

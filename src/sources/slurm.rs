@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The SLURM source's section of the configuration.
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub on: bool,
     pub interval: Duration,

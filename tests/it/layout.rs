@@ -1,21 +1,24 @@
 //! The modules of `src/` import each other one way only, floor by floor: `app` on top, then
 //! the sinks, the sources, the rules and the model, and the ground floor (`tail`, `parse`,
 //! `clock`, …). A module that reaches itself through others is a loop this test names, with
-//! the files that make each step; a source that imports a sink, a sink that imports a source,
-//! or anything below `app` that imports it, is named likewise. Comments do not count;
-//! `crate::x` in code does.
+//! the files that make each step, and so is a file that reaches itself through other files
+//! (two files of one module that import each other are one concern split in two, or two
+//! concerns tangled); a source that imports a sink, a sink that imports a source, or anything
+//! below `app` that imports it, is named likewise. Comments do not count; paths in code do,
+//! from `crate::`, `super::` or `self::`, grouped (`use crate::{a, b::c}`) or not. A path from
+//! a name brought in by `use` (`keys::field` after `use super::keys`) is read at its `use`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Module → module it uses → the files of the first that use it.
+/// Module (or file) → module (or file) it uses → the files of the first that use it.
 type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 /// The folders that group modules of one kind: each file or folder in them is a module of its
 /// own (`sources/log`), and the group's `mod.rs` is the module `sources`.
 const GROUPS: [&str; 3] = ["app", "sources", "sinks"];
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -26,42 +29,181 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// Every `crate::NAME` in a file's code, comments left out, with its second step where the
-/// first is a group (`crate::sources::log::X` is `sources/log`).
-fn uses(source: &str) -> BTreeSet<String> {
-    let word = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let mut names = BTreeSet::new();
+/// A file's module path from the crate's root: `app/config/keys.rs` is `app::config::keys`,
+/// `app/config/mod.rs` is `app::config`, `lib.rs` is the root.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .strip_prefix(src)
+        .unwrap()
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if !(stem == "mod" || parts.is_empty() && stem == "lib") {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+/// A file's code as tokens: words, `::`, and every other character on its own; comments,
+/// string and character literals left out.
+fn tokens(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
     for line in source.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let name = word(rest);
-            if name.is_empty() {
-                continue;
-            }
-            let after = &rest[name.len()..];
-            match after.strip_prefix("::").map(word) {
-                Some(inner) if GROUPS.contains(&name.as_str()) && !inner.is_empty() => {
-                    names.insert(format!("{name}/{inner}"));
+        let code = code_of(line);
+        let mut chars = code.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                let mut word = c.to_string();
+                while let Some(&n) = chars
+                    .peek()
+                    .filter(|n| n.is_ascii_alphanumeric() || **n == '_')
+                {
+                    word.push(n);
+                    chars.next();
                 }
-                _ => {
-                    names.insert(name);
-                }
+                out.push(word);
+            } else if c == ':' && chars.peek() == Some(&':') {
+                chars.next();
+                out.push("::".to_owned());
+            } else if !c.is_whitespace() {
+                out.push(c.to_string());
             }
         }
     }
-    names
+    out
+}
+
+fn is_word(token: &str) -> bool {
+    token
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+}
+
+/// The paths of a use tree starting at `tokens[at]`, groups expanded (`a::{b, c::{self, d}}`
+/// is `a::b`, `a::c::self` and `a::c::d`), and where the tree ends.
+fn tree(tokens: &[String], mut at: usize) -> (Vec<Vec<String>>, usize) {
+    let mut prefix: Vec<String> = Vec::new();
+    loop {
+        match tokens.get(at).map(String::as_str) {
+            Some(word) if is_word(word) => {
+                prefix.push(word.to_owned());
+                at += 1;
+                if tokens.get(at).map(String::as_str) != Some("::") {
+                    return (vec![prefix], at);
+                }
+                at += 1;
+            }
+            Some("{") => {
+                at += 1;
+                let mut all = Vec::new();
+                loop {
+                    match tokens.get(at).map(String::as_str) {
+                        None => return (all, at),
+                        Some("}") => return (all, at + 1),
+                        Some(",") => at += 1,
+                        _ => {
+                            let (inner, end) = tree(tokens, at);
+                            all.extend(inner.into_iter().map(|p| [prefix.clone(), p].concat()));
+                            at = end.max(at + 1);
+                            if tokens.get(at).map(String::as_str) == Some("as") {
+                                at += 2;
+                            }
+                        }
+                    }
+                }
+            }
+            _ => return (vec![prefix], at),
+        }
+    }
+}
+
+/// Every path a file's code names from `crate::`, `super::` or `self::`, from the crate's
+/// root; `module` is the file's module path. `super::` inside an inline `mod tests { … }`
+/// is the file's own module.
+fn paths(source: &str, module: &[String]) -> Vec<Vec<String>> {
+    let tokens = tokens(source);
+    let mut found = Vec::new();
+    // The inline modules the scan is in, with the brace depth inside each.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < tokens.len() {
+        let token = tokens[at].as_str();
+        let starts = ["crate", "super", "self"].contains(&token)
+            && tokens.get(at + 1).map(String::as_str) == Some("::")
+            && (at == 0 || tokens[at - 1] != "::");
+        if starts {
+            let (trees, end) = tree(&tokens, at);
+            let here: Vec<String> = module
+                .iter()
+                .cloned()
+                .chain(inline.iter().map(|(name, _)| name.clone()))
+                .collect();
+            found.extend(trees.into_iter().map(|p| from_root(&here, &p)));
+            at = end.max(at + 1);
+            continue;
+        }
+        match token {
+            "mod" if tokens.get(at + 2).map(String::as_str) == Some("{") => {
+                depth += 1;
+                inline.push((tokens[at + 1].clone(), depth));
+                at += 3;
+                continue;
+            }
+            "{" => depth += 1,
+            "}" => {
+                depth = depth.saturating_sub(1);
+                inline.retain(|(_, d)| *d <= depth);
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    found
+}
+
+/// A path written in module `here` (`super::keys::field`), from the crate's root.
+fn from_root(here: &[String], path: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, step) in path.iter().enumerate() {
+        match (i, step.as_str()) {
+            (0, "crate") => {}
+            (0, "self") => out = here.to_vec(),
+            (0, "super") => {
+                out = here.to_vec();
+                out.pop();
+            }
+            (_, "super") if path[..i].iter().all(|s| s == "super" || s == "self") => {
+                out.pop();
+            }
+            (_, "self") => {}
+            _ => out.push(step.clone()),
+        }
+    }
+    out
+}
+
+/// Every `crate::NAME` in a file of the root's code, comments left out, with its second step
+/// where the first is a group (`crate::sources::log::X` is `sources/log`).
+fn uses(source: &str) -> BTreeSet<String> {
+    paths(source, &[])
+        .into_iter()
+        .filter_map(|p| match (p.first(), p.get(1)) {
+            (Some(group), Some(inner)) if GROUPS.contains(&group.as_str()) => {
+                Some(format!("{group}/{inner}"))
+            }
+            (first, _) => first.cloned(),
+        })
+        .collect()
 }
 
 /// The modules: each folder with its files, each single file but the crate roots, and inside
 /// a group each of its files and folders.
-fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
-    fn entries(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<std::path::PathBuf>>) {
+fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    fn entries(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<PathBuf>>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -72,7 +214,10 @@ fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
                 }
                 let mut files = Vec::new();
                 rust_files(&path, &mut files);
-                out.insert(format!("{prefix}{name}"), files);
+                // `parse/envelope.rs` beside `parse/envelope/`: one module.
+                out.entry(format!("{prefix}{name}"))
+                    .or_default()
+                    .extend(files);
             } else if let Some(stem) = name.strip_suffix(".rs") {
                 match (prefix, stem) {
                     ("", "lib" | "main") => {}
@@ -80,7 +225,7 @@ fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
                         out.insert(group.trim_end_matches('/').to_owned(), vec![path]);
                     }
                     _ => {
-                        out.insert(format!("{prefix}{stem}"), vec![path]);
+                        out.entry(format!("{prefix}{stem}")).or_default().push(path);
                     }
                 }
             }
@@ -91,26 +236,65 @@ fn modules(src: &Path) -> BTreeMap<String, Vec<std::path::PathBuf>> {
     out
 }
 
-fn module_edges(src: &Path) -> Edges {
-    let modules = modules(src);
+/// File → file it uses → itself (the file that makes the step), for the files of the
+/// library (`main.rs` is a crate of its own). A path is the file of its longest prefix that
+/// is a module with a file: `crate::app::config::keys::field` is `app/config/keys.rs`.
+fn file_edges(src: &Path) -> Edges {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.retain(|f| f != &src.join("main.rs"));
+    let by_module: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| (module_path(src, f), shown(src, f)))
+        .collect();
     let mut edges = Edges::new();
-    for (module, files) in &modules {
-        for file in files {
-            let source = std::fs::read_to_string(file).unwrap();
-            for used in uses(&source) {
-                let used = match used.split_once('/') {
-                    Some((group, _)) if !modules.contains_key(&used) => group.to_owned(),
-                    _ => used,
-                };
-                if used != *module && modules.contains_key(&used) {
-                    let shown = file.strip_prefix(src).unwrap().display().to_string();
-                    edges
-                        .entry(module.clone())
-                        .or_default()
-                        .entry(used)
-                        .or_default()
-                        .insert(shown);
-                }
+    for file in &files {
+        let from = shown(src, file);
+        let source = std::fs::read_to_string(file).unwrap();
+        for path in paths(&source, &module_path(src, file)) {
+            let to = (0..=path.len())
+                .rev()
+                .find_map(|n| by_module.get(&path[..n]));
+            if let Some(to) = to.filter(|to| **to != from) {
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to.clone())
+                    .or_default()
+                    .insert(from.clone());
+            }
+        }
+    }
+    edges
+}
+
+fn shown(src: &Path, file: &Path) -> String {
+    file.strip_prefix(src).unwrap().display().to_string()
+}
+
+/// The file edges, gathered by module.
+fn module_edges(src: &Path) -> Edges {
+    let module_of: BTreeMap<String, String> = modules(src)
+        .into_iter()
+        .flat_map(|(module, files)| {
+            files
+                .into_iter()
+                .map(move |f| (shown(src, &f), module.clone()))
+        })
+        .collect();
+    let mut edges = Edges::new();
+    for (from, used) in file_edges(src) {
+        for (to, by) in used {
+            let (Some(a), Some(b)) = (module_of.get(&from), module_of.get(&to)) else {
+                continue;
+            };
+            if a != b {
+                edges
+                    .entry(a.clone())
+                    .or_default()
+                    .entry(b.clone())
+                    .or_default()
+                    .extend(by);
             }
         }
     }
@@ -183,6 +367,81 @@ fn a_circle_made_on_purpose_is_caught() {
             .iter()
             .any(|l| l.contains("paths → app/cli") && l.contains("paths.rs")),
         "{found:?}"
+    );
+}
+
+/// No file reaches itself through its imports, inside a module as across modules.
+#[test]
+fn no_file_of_src_reaches_itself_through_its_imports() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = file_edges(&src);
+    assert!(
+        edges
+            .get("app/config/alerts.rs")
+            .is_some_and(|e| e.contains_key("app/config/mod.rs")),
+        "`super::` was not read: {edges:?}"
+    );
+    let found = loops(&edges);
+    assert!(
+        found.is_empty(),
+        "import loops between files:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Two files of one module that import each other through `super::`, made on purpose in a
+/// scratch copy of `src/`, are named.
+#[test]
+fn a_circle_between_two_files_of_a_module_is_caught() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(&src, scratch.path());
+    for (file, import) in [
+        ("tail/split.rs", "use super::{position::Made, inflate};"),
+        ("tail/position.rs", "use self::super::split::Made;"),
+    ] {
+        let path = scratch.path().join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&format!("\n#[allow(unused_imports)]\n{import}\n"));
+        std::fs::write(&path, text).unwrap();
+    }
+    let found = loops(&file_edges(scratch.path()));
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains("tail/split.rs → tail/position.rs")),
+        "{found:?}"
+    );
+}
+
+/// Groups, `self`, `super`, renames and inline modules, read as the compiler reads them.
+#[test]
+fn imports_are_resolved_from_the_root() {
+    let module = ["app".to_owned(), "config".to_owned(), "keys".to_owned()];
+    let source = "use super::{actions::RawAction, alerts::{self, RawRule as R}};\n\
+                  use crate::{sinks, sources::gpu::{GpuMode, self}};\n\
+                  // use super::commented::Out;\n\
+                  fn f() { let _ = self::inner::g(); let _ = x::crate::y; }\n\
+                  mod tests {\n    use super::*;\n    use super::super::unique;\n}\n\
+                  use super::after;\n";
+    let found: Vec<String> = paths(source, &module)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "app::config::actions::RawAction",
+            "app::config::alerts",
+            "app::config::alerts::RawRule",
+            "sinks",
+            "sources::gpu::GpuMode",
+            "sources::gpu",
+            "app::config::keys::inner::g",
+            "app::config::keys",
+            "app::config::unique",
+            "app::config::after",
+        ]
     );
 }
 

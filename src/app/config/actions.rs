@@ -4,50 +4,13 @@
 //! so `check-config` and start-up both say so, naming the key (docs/alerts.md#actions).
 
 use super::keys;
+use super::tables::{RawAction, RawCauses};
 use super::{ConfigError, RawConfig};
 use crate::rules::{AlertName, Cause, UnknownCause};
 use crate::sinks::alert::action::{Action, Actions};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-/// `[[actions]]`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAction {
-    pub name: Option<String>,
-    /// The alerts it runs for.
-    #[serde(default)]
-    pub on: Vec<String>,
-    /// Cause ids: `cause = "server_hung"` or a list of them.
-    pub cause: Option<RawCauses>,
-    /// The program's absolute path and its arguments.
-    #[serde(default)]
-    pub command: Vec<String>,
-    pub timeout: Option<String>,
-    pub max_runs: Option<usize>,
-    pub cooldown: Option<String>,
-    pub silenced: Option<bool>,
-}
-
-/// One cause id, or a list: an engine restart is as right for a crashed server as for a hung
-/// one, and two actions for it would keep two cooldowns.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum RawCauses {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl RawCauses {
-    fn ids(&self) -> &[String] {
-        match self {
-            RawCauses::One(id) => std::slice::from_ref(id),
-            RawCauses::Many(ids) => ids,
-        }
-    }
-}
 
 impl RawConfig {
     pub(super) fn actions(&self) -> Result<Actions, ConfigError> {
@@ -158,10 +121,10 @@ impl RawAction {
             on,
             cause,
             command: self.command.clone(),
-            timeout: keys::field("actions", "timeout")
+            timeout: keys::field::actions_timeout
                 .duration_as(&key("timeout"), self.timeout.as_deref())?,
             max_runs: max_runs as u32,
-            cooldown: keys::field("actions", "cooldown")
+            cooldown: keys::field::actions_cooldown
                 .duration_as(&key("cooldown"), self.cooldown.as_deref())?,
             silenced: self.silenced.unwrap_or(false),
         })

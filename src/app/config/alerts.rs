@@ -2,40 +2,18 @@
 //! configuration.
 
 use super::keys::{self, key};
+use super::tables::Threshold;
 use super::{in_span, ConfigError, RawConfig, Span};
 use crate::rules::AlertName;
 use crate::rules::Rules;
 use crate::sinks::alert::delivery::Target;
 use crate::sinks::alert::email::Context;
 use crate::sinks::alert::settings::{AlertConfig, Delivery};
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The most bytes of one process's py-spy dump that are read: 8 ranks of a deep engine stack
 /// fit many times over.
 const STACKS_CAP: usize = 1 << 20;
-
-/// `[rules.Stalled]` and the like.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRule {
-    pub enabled: Option<bool>,
-    /// A number, or for `Stalled` a duration such as "10m".
-    pub threshold: Option<Threshold>,
-    #[serde(rename = "for")]
-    pub for_: Option<String>,
-    /// ThroughputDrop: the recent average's window.
-    pub window: Option<String>,
-    /// ThroughputDrop: the history it needs.
-    pub history: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum Threshold {
-    Number(f64),
-    Text(String),
-}
 
 impl RawConfig {
     pub(super) fn alerts(
@@ -61,10 +39,19 @@ impl RawConfig {
             if let Some(threshold) = &raw.threshold {
                 rule.threshold = threshold_value(alert, threshold, &key("threshold"))?;
             }
-            for (name, value, seconds) in [
-                ("window", &raw.window, &mut rule.window_seconds),
-                ("history", &raw.history, &mut rule.history_seconds),
+            for (field, value, seconds) in [
+                (
+                    &keys::field::rules_window,
+                    &raw.window,
+                    &mut rule.window_seconds,
+                ),
+                (
+                    &keys::field::rules_history,
+                    &raw.history,
+                    &mut rule.history_seconds,
+                ),
             ] {
+                let name = field.name;
                 let Some(text) = value else { continue };
                 if alert != AlertName::ThroughputDrop {
                     return Err(ConfigError::invalid(
@@ -72,12 +59,10 @@ impl RawConfig {
                         format!("only ThroughputDrop takes {name}"),
                     ));
                 }
-                *seconds = keys::field("rules", name)
-                    .duration_as(&key(name), Some(text))?
-                    .as_secs_f64();
+                *seconds = field.duration_as(&key(name), Some(text))?.as_secs_f64();
             }
             if let Some(text) = &raw.for_ {
-                rule.for_seconds = keys::field("rules", "for")
+                rule.for_seconds = keys::field::rules_for
                     .duration_as(&key("for"), Some(text))?
                     .as_secs_f64();
             }

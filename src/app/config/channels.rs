@@ -7,34 +7,7 @@ use crate::http_client::Url;
 use crate::sinks::alert::channel::{HttpChannel, Shape};
 use crate::sinks::alert::heartbeat::{self, HeartbeatConfig};
 use hyper::header::{HeaderName, HeaderValue};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// `[[webhooks]]`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawWebhook {
-    pub url: String,
-    /// `alertmanager` (the webhook payload, version 4) or `slack`.
-    pub format: Option<String>,
-    /// Headers to send, each read from a file or an environment variable.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, RawHeader>,
-    /// A private CA (PEM) for an https URL.
-    pub ca_file: Option<PathBuf>,
-}
-
-/// `Authorization = { file = "/run/secrets/token", prefix = "Bearer " }`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawHeader {
-    pub file: Option<PathBuf>,
-    pub env: Option<String>,
-    /// Put before the value read (`"Bearer "`).
-    pub prefix: Option<String>,
-}
 
 impl RawConfig {
     pub(super) fn heartbeat(&self) -> Result<Option<HeartbeatConfig>, ConfigError> {

@@ -2,12 +2,11 @@
 //! default and its one line of documentation. The table below generates [`RawConfig`] (what
 //! serde reads from the file), the flags of `run` and their help, the defaults and comments
 //! `check-config` prints, and the key table of `docs/configuration.md` (a test fails when the
-//! page differs from [`markdown`]). Adding a key is one entry here and its use in `validate`.
+//! page differs from [`markdown`]). Adding a key is one entry here, the line that reads it into
+//! its section (`validate`, or `sections` for a source's), and the field that holds it.
 
-use super::actions::RawAction;
-use super::alerts::RawRule;
-use super::channels::RawWebhook;
-use super::{ConfigError, FileWatch, GpuMode, Listen, RawLog, RawOutputs, RawPartition, Span};
+use super::tables::{RawAction, RawLog, RawOutputs, RawPartition, RawRule, RawWebhook};
+use super::{ConfigError, FileWatch, GpuMode, Listen, Span};
 use crate::collectors::Collector;
 use crate::parse::envelope::Envelope;
 use crate::parse::Format;
@@ -254,49 +253,48 @@ keys! {
 /// into [`RawLog`], [`RawOutputs`], [`RawWebhook`] and [`RawRule`], and a test holds those
 /// structs to this list.
 macro_rules! fields {
-    ($([$table:literal, $name:literal] = $key:expr,)*) => {
-        pub const FIELDS: &[Key] = &[$(Key { table: Some($table), name: $name, ..$key }),*];
+    ($($const:ident = [$table:literal, $name:literal] $key:expr,)*) => {
+        /// Each field's definition, as `TABLE_FIELD`: a name mistyped does not compile.
+        #[allow(non_upper_case_globals)]
+        pub mod field {
+            use super::*;
+            $(pub const $const: Key = Key { table: Some($table), name: $name, ..$key };)*
+        }
+
+        pub const FIELDS: &[Key] = &[$(field::$const),*];
     };
 }
 
 const RULES_TABLE: DefaultValue = DefaultValue::Derived("see the rules table (alerts.md)");
 
 fields! {
-    ["logs", "format"] = Key { flag: Flag::EveryTable("log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "run_inference", "tqdm", "regex"]), "the format of the logs (given with --log, or else every log of the file)") },
-    ["logs", "envelope"] = Key { flag: Flag::EveryTable("log-envelope"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "plain", "json", "cri", "docker"]), "what wraps the log's lines: JSON log objects (python-json-logger, structlog), a container runtime's CRI or Docker json-file records, or nothing; auto finds it from the log (see formats.md#envelopes)") },
-    ["logs", "regex"] = Key { flag: Flag::EveryTable("log-regex"), ..text("RE", "a regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition), for format regex") },
-    ["logs", "unit_divisor"] = Key { default: DefaultValue::Value("1000"), rule: "1000 or 1024", ..key(Kind::Count(1000, 1024, ""), "tqdm's unit_divisor for this log's bars") },
-    ["outputs", "partition"] = Key { default: DefaultValue::Derived("the folder's name"), ..text("NAME", "a fixed partition name for the files of this glob") },
-    ["outputs", "inspect"] = Key { default: DefaultValue::Value("true"), ..key(Kind::Bool, "parse each record (false counts records without parsing them)") },
-    ["outputs", "pointers"] = key(Kind::Tables("pointers", None), "JSON pointers to a record's tokens, finish reason, text, error, status, result type, id and prompt (see formats.md)"),
-    ["outputs", "required"] = Key { default: DefaultValue::Derived("`require`"), rule: "at most 32 JSON pointers", ..text("POINTER", "fields every record of this glob must have, not empty: records lacking one count in `pulse_output_missing_field_records_total`") },
-    ["webhooks", "url"] = Key { rule: "`http://` or `https://`", ..text("URL", "the webhook") },
-    ["webhooks", "format"] = Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
-    ["webhooks", "ca_file"] = path("FILE", "PEM certificates of a private CA for an https URL"),
-    ["webhooks", "headers"] = key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
-    ["actions", "name"] = Key { default: DefaultValue::Derived("the command's file name"), rule: "letters, digits, `-`, `_`, `.`; each once", ..text("NAME", "how logs, `pulse_actions_total` and the notifications name it") },
-    ["actions", "on"] = Key { rule: "at least one", ..text("ALERT", "the alerts it runs for (`on = [\"ServerHung\"]`)") },
-    ["actions", "cause"] = Key { rule: "a cause id, or a list of them", ..text("ID", "runs only for an alert whose likely cause is this (`server_hung`, or `[\"server_hung\", \"server_crashed\"]`; see alerts.md#triage-the-likely-cause)") },
-    ["actions", "command"] = Key { rule: "an absolute path, executable, not writable by others", ..text("ARGV", "the program and its arguments, as a list; no shell") },
-    ["actions", "timeout"] = duration("60s", 1000, HOUR, "past it the command is killed with its process group"),
-    ["actions", "max_runs"] = Key { default: DefaultValue::Value("1"), ..key(Kind::Count(1, 100, "runs"), "runs per episode of one alert (from firing to resolved)") },
-    ["actions", "cooldown"] = duration("10m", 0, DAY, "the least time from the end of one run to the start of the next, whatever the alert"),
-    ["actions", "silenced"] = Key { default: DefaultValue::Value("false"), ..key(Kind::Bool, "whether it runs for an alert a silence holds") },
-    ["partitions", "name"] = text("NAME", "the partition, as the log or its folder names it"),
-    ["partitions", "budget_records"] = Key { rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records this partition stops at: its progress and the run's ETA aim at the lesser of this and its plan") },
-    ["rules", "enabled"] = Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
-    ["rules", "threshold"] = Key { default: RULES_TABLE, ..text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)") },
-    ["rules", "window"] = Key { default: DefaultValue::Value("15m"), rule: "ThroughputDrop only", ..duration("15m", MINUTE, DAY, "the recent tok/s ThroughputDrop compares with the run's median is averaged over this long") },
-    ["rules", "history"] = Key { default: DefaultValue::Value("30m"), rule: "ThroughputDrop only", ..duration("30m", MINUTE, 7 * DAY, "the history ThroughputDrop needs before it judges") },
-    ["rules", "for"] = Key { default: RULES_TABLE, ..duration("0s", 0, 30 * DAY, "how long the condition must hold before the alert fires") },
-}
-
-/// The field `name` of the table key `table`.
-pub fn field(table: &str, name: &str) -> &'static Key {
-    FIELDS
-        .iter()
-        .find(|k| k.table == Some(table) && k.name == name)
-        .unwrap_or_else(|| unreachable!("{table}.{name} is not a documented field"))
+    logs_format = ["logs", "format"] Key { flag: Flag::EveryTable("log-format"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "run_inference", "tqdm", "regex"]), "the format of the logs (given with --log, or else every log of the file)") },
+    logs_envelope = ["logs", "envelope"] Key { flag: Flag::EveryTable("log-envelope"), default: DefaultValue::Value("auto"), ..key(Kind::Choice(&["auto", "plain", "json", "cri", "docker"]), "what wraps the log's lines: JSON log objects (python-json-logger, structlog), a container runtime's CRI or Docker json-file records, or nothing; auto finds it from the log (see formats.md#envelopes)") },
+    logs_regex = ["logs", "regex"] Key { flag: Flag::EveryTable("log-regex"), ..text("RE", "a regex with named groups (completed, planned, errors, rps, avg_tokens, eta, partition), for format regex") },
+    logs_unit_divisor = ["logs", "unit_divisor"] Key { default: DefaultValue::Value("1000"), rule: "1000 or 1024", ..key(Kind::Count(1000, 1024, ""), "tqdm's unit_divisor for this log's bars") },
+    outputs_partition = ["outputs", "partition"] Key { default: DefaultValue::Derived("the folder's name"), ..text("NAME", "a fixed partition name for the files of this glob") },
+    outputs_inspect = ["outputs", "inspect"] Key { default: DefaultValue::Value("true"), ..key(Kind::Bool, "parse each record (false counts records without parsing them)") },
+    outputs_pointers = ["outputs", "pointers"] key(Kind::Tables("pointers", None), "JSON pointers to a record's tokens, finish reason, text, error, status, result type, id and prompt (see formats.md)"),
+    outputs_required = ["outputs", "required"] Key { default: DefaultValue::Derived("`require`"), rule: "at most 32 JSON pointers", ..text("POINTER", "fields every record of this glob must have, not empty: records lacking one count in `pulse_output_missing_field_records_total`") },
+    webhooks_url = ["webhooks", "url"] Key { rule: "`http://` or `https://`", ..text("URL", "the webhook") },
+    webhooks_format = ["webhooks", "format"] Key { default: DefaultValue::Value("alertmanager"), ..key(Kind::Choice(&["alertmanager", "slack"]), "the payload") },
+    webhooks_ca_file = ["webhooks", "ca_file"] path("FILE", "PEM certificates of a private CA for an https URL"),
+    webhooks_headers = ["webhooks", "headers"] key(Kind::Tables("headers", None), "headers to send, each read from a `file` or an `env` variable, with an optional `prefix`"),
+    actions_name = ["actions", "name"] Key { default: DefaultValue::Derived("the command's file name"), rule: "letters, digits, `-`, `_`, `.`; each once", ..text("NAME", "how logs, `pulse_actions_total` and the notifications name it") },
+    actions_on = ["actions", "on"] Key { rule: "at least one", ..text("ALERT", "the alerts it runs for (`on = [\"ServerHung\"]`)") },
+    actions_cause = ["actions", "cause"] Key { rule: "a cause id, or a list of them", ..text("ID", "runs only for an alert whose likely cause is this (`server_hung`, or `[\"server_hung\", \"server_crashed\"]`; see alerts.md#triage-the-likely-cause)") },
+    actions_command = ["actions", "command"] Key { rule: "an absolute path, executable, not writable by others", ..text("ARGV", "the program and its arguments, as a list; no shell") },
+    actions_timeout = ["actions", "timeout"] duration("60s", 1000, HOUR, "past it the command is killed with its process group"),
+    actions_max_runs = ["actions", "max_runs"] Key { default: DefaultValue::Value("1"), ..key(Kind::Count(1, 100, "runs"), "runs per episode of one alert (from firing to resolved)") },
+    actions_cooldown = ["actions", "cooldown"] duration("10m", 0, DAY, "the least time from the end of one run to the start of the next, whatever the alert"),
+    actions_silenced = ["actions", "silenced"] Key { default: DefaultValue::Value("false"), ..key(Kind::Bool, "whether it runs for an alert a silence holds") },
+    partitions_name = ["partitions", "name"] text("NAME", "the partition, as the log or its folder names it"),
+    partitions_budget_records = ["partitions", "budget_records"] Key { rule: "1 or more", ..key(Kind::Count(1, usize::MAX, "records"), "the records this partition stops at: its progress and the run's ETA aim at the lesser of this and its plan") },
+    rules_enabled = ["rules", "enabled"] Key { default: RULES_TABLE, ..key(Kind::Bool, "whether the rule is evaluated") },
+    rules_threshold = ["rules", "threshold"] Key { default: RULES_TABLE, ..text("VALUE", "the rule's threshold: a duration, a ratio or a count (below)") },
+    rules_window = ["rules", "window"] Key { default: DefaultValue::Value("15m"), rule: "ThroughputDrop only", ..duration("15m", MINUTE, DAY, "the recent tok/s ThroughputDrop compares with the run's median is averaged over this long") },
+    rules_history = ["rules", "history"] Key { default: DefaultValue::Value("30m"), rule: "ThroughputDrop only", ..duration("30m", MINUTE, 7 * DAY, "the history ThroughputDrop needs before it judges") },
+    rules_for = ["rules", "for"] Key { default: RULES_TABLE, ..duration("0s", 0, 30 * DAY, "how long the condition must hold before the alert fires") },
 }
 
 impl Key {
@@ -876,7 +874,7 @@ mod tests {
         )
         .unwrap();
         let mut flags = KeyFlags::default();
-        flags.set(field("logs", "format"), &["tqdm"]);
+        flags.set(&field::logs_format, &["tqdm"]);
         flags.set(&key::logs, &["a.log", "b.log"]);
         flags.set(&key::listen, &["127.0.0.1:2"]);
         flags.set(&key::max_connections, &["3"]);

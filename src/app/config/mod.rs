@@ -7,31 +7,34 @@
 use crate::collectors::{Collector, Collectors};
 use crate::http_client::Url;
 use crate::model::Discovered;
-use crate::parse::envelope::Envelope;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::paths::normalize;
 use crate::run_identity::{self, RunIdentity, RunLabel};
 use crate::sinks::alert::settings::AlertConfig;
+use crate::sinks::recorder;
 use crate::sinks::web_config::WebConfig;
 use crate::sources::probe::process::ProcessTarget;
 use crate::sources::probe::ProbeConfig;
-use serde::{Deserialize, Serialize};
 
 mod actions;
 mod alerts;
 mod channels;
 pub mod discovery;
 pub mod keys;
+mod sections;
+mod tables;
 mod unique;
 
 pub use crate::sources::files::{FileWatch, OutputConfig, OutputLimits, Pointers};
 pub use crate::sources::log::LogConfig;
-pub use actions::RawAction;
-pub use alerts::{RawRule, Threshold};
 pub use keys::{key, RawConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use tables::{
+    Listen, RawAction, RawLog, RawOutputs, RawPartition, RawRule, RawWebhook, Threshold,
+    MAX_REQUIRED,
+};
 
 pub use crate::sources::gpu::GpuMode;
 
@@ -59,68 +62,6 @@ impl ConfigError {
             message: message.into(),
         }
     }
-}
-
-/// `listen = "0.0.0.0:9721"` or `listen = ["10.0.0.5:9721", "127.0.0.1:9721"]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum Listen {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl Listen {
-    fn addresses(&self) -> Vec<&str> {
-        match self {
-            Listen::One(a) => vec![a.as_str()],
-            Listen::Many(all) => all.iter().map(String::as_str).collect(),
-        }
-    }
-}
-
-impl From<String> for Listen {
-    fn from(address: String) -> Listen {
-        Listen::One(address)
-    }
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawOutputs {
-    pub glob: String,
-    /// A fixed partition name; by default the name of each file's folder.
-    pub partition: Option<String>,
-    /// `false` counts records without parsing them.
-    pub inspect: Option<bool>,
-    pub pointers: Option<Pointers>,
-    /// Pointers every record must have, not empty (`/choices/0/message/reasoning_content`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub required: Vec<String>,
-}
-
-/// `[[partitions]]`: settings of one partition, by its name.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPartition {
-    pub name: String,
-    pub budget_records: Option<u64>,
-}
-
-/// Required fields per output glob: each is a bit of a record's facts.
-pub const MAX_REQUIRED: usize = 32;
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawLog {
-    pub path: PathBuf,
-    #[serde(default)]
-    pub format: Format,
-    /// Left out where it is `auto`, so that a discovered config shows only what was found.
-    #[serde(default, skip_serializing_if = "Envelope::is_auto")]
-    pub envelope: Envelope,
-    pub regex: Option<String>,
-    /// tqdm's `unit_divisor` for this log's bars: 1000 (its default) or 1024 (byte units).
-    pub unit_divisor: Option<u32>,
 }
 
 /// The inputs of a configuration, typed: what the sources follow and the probes ask.
@@ -151,8 +92,8 @@ pub struct Config {
     pub max_connections: usize,
     /// TLS and auth from the web config file; `None` serves plain HTTP to anyone.
     pub web: Option<WebConfig>,
-    /// The history's resolution and span, in seconds.
-    pub history: (f64, f64),
+    /// The recorder's section: how fine and how far back the history is kept.
+    pub history: recorder::Settings,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
     pub output_limits: OutputLimits,
@@ -161,18 +102,16 @@ pub struct Config {
     pub logs: Vec<LogConfig>,
     pub outputs: Vec<OutputConfig>,
     pub inputs: Vec<String>,
-    pub gpu: GpuMode,
-    pub gpu_interval: Duration,
-    pub gpu_processes: bool,
-    pub gpu_timeout: Duration,
-    pub nvml_library: Option<PathBuf>,
+    /// The GPU source's section.
+    pub gpu: crate::sources::gpu::Settings,
     pub probes: ProbeConfig,
     pub probe_interval: Duration,
     pub alerts: AlertConfig,
     pub heartbeat: Option<crate::sinks::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
-    /// When, and how long at most, the SLURM controller is asked about the run's job.
-    pub slurm: SlurmAsks,
+    /// The SLURM source's section: when, and how long at most, the controller is asked
+    /// about the run's job.
+    pub slurm: crate::sources::slurm::Settings,
     /// The run this node belongs to; `None` where it has none (a node with only GPUs).
     pub run: Option<RunIdentity>,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
@@ -211,8 +150,6 @@ impl RawConfig {
             key::snapshot_interval.duration(self.snapshot_interval.as_deref())?;
         let max_line_bytes = key::max_line_bytes.count(self.max_line_bytes)?;
         let max_record_bytes = key::max_record_bytes.count(self.max_record_bytes)?;
-        let gpu_interval = key::gpu_interval.duration(self.gpu_interval.as_deref())?;
-        let gpu_timeout = key::gpu_timeout.duration(self.gpu_timeout.as_deref())?;
         let probe_interval = key::probe_interval.duration(self.probe_interval.as_deref())?;
         unique::check(self)?;
         let discover_interval =
@@ -229,21 +166,12 @@ impl RawConfig {
             inputs,
             probes,
         } = self.inputs(collectors)?;
-        let gpu = match (self.gpu.unwrap_or_default(), collectors.on(Collector::Gpu)) {
-            (GpuMode::On, false) => {
-                return Err(ConfigError::invalid(
-                    "collectors.gpu",
-                    "the gpu collector is off, but gpu = \"on\" asks for NVML or failure",
-                ))
-            }
-            (mode, true) => mode,
-            (_, false) => GpuMode::Off,
-        };
+        let gpu = self.gpu_section(collectors)?;
         let run = self.run_label();
         let alerts = self.alerts(run.clone())?;
         let web = self.web()?;
         let heartbeat = self.heartbeat()?;
-        let history = self.history()?;
+        let history = self.history(collectors)?;
         Ok(Config {
             history,
             heartbeat,
@@ -269,36 +197,17 @@ impl RawConfig {
             outputs,
             inputs,
             gpu,
-            gpu_interval,
-            gpu_processes: self.gpu_processes.unwrap_or(false),
-            gpu_timeout,
-            nvml_library: self.nvml_library.clone(),
             probes,
             probe_interval,
             alerts,
             discover_interval,
-            slurm: self.slurm()?,
+            slurm: self.slurm_section(collectors)?,
             run: run.map(|label| {
                 let logs = self.logs.iter().map(|l| l.path.clone()).collect();
                 RunIdentity::new(label, logs)
             }),
             discovered: None,
             source: self.clone(),
-        })
-    }
-
-    /// How the SLURM source asks the controller, and where the prolog's file is.
-    fn slurm(&self) -> Result<SlurmAsks, ConfigError> {
-        Ok(SlurmAsks {
-            interval: key::slurm_interval.duration(self.slurm_interval.as_deref())?,
-            timeout: key::slurm_timeout.duration(self.slurm_timeout.as_deref())?,
-            spread: key::slurm_spread.duration(self.slurm_spread.as_deref())?,
-            job_dir: self.slurm_job_dir.clone().unwrap_or_else(|| {
-                let keys::DefaultValue::Value(dir) = key::slurm_job_dir.default else {
-                    unreachable!("slurm_job_dir has a default")
-                };
-                PathBuf::from(dir)
-            }),
         })
     }
 
@@ -475,7 +384,7 @@ impl RawConfig {
             })
     }
 
-    fn history(&self) -> Result<(f64, f64), ConfigError> {
+    fn history(&self, collectors: Collectors) -> Result<recorder::Settings, ConfigError> {
         let resolution = key::history_resolution
             .duration(self.history_resolution.as_deref())?
             .as_secs_f64();
@@ -493,7 +402,11 @@ impl RawConfig {
                 ),
             ));
         }
-        Ok((resolution, span))
+        Ok(recorder::Settings {
+            on: collectors.on(Collector::History),
+            resolution,
+            span,
+        })
     }
 
     fn web(&self) -> Result<Option<WebConfig>, ConfigError> {
@@ -819,16 +732,6 @@ pub struct Span {
 }
 
 /// A range of milliseconds.
-/// When the SLURM controller is asked about the run's job, and where the prolog's file is
-/// (docs/slurm.md#when-it-asks).
-#[derive(Debug, Clone)]
-pub struct SlurmAsks {
-    pub interval: Duration,
-    pub timeout: Duration,
-    pub spread: Duration,
-    pub job_dir: PathBuf,
-}
-
 pub(crate) const fn span(min: u64, max: u64) -> Span {
     Span {
         min: Duration::from_millis(min),

@@ -165,39 +165,30 @@ pub async fn serve(
     let silences = Arc::new(crate::sinks::alert::silence::Store::open(
         state_dir.as_ref(),
     ));
-    if config.collectors.on(Collector::History) {
-        run.locked().set_history(crate::sinks::recorder::restore(
-            state_dir.as_ref(),
-            config.history.0,
-            config.history.1,
-        ));
-    }
     let engine = Engine::new(config.alerts.clone(), run.clone(), state_dir.as_ref())
         .with_silences(silences.clone());
+    let sinks = registry::sinks(&config);
+    let sinks_cx = crate::sinks::Context {
+        run: run.clone(),
+        state: state_dir.clone(),
+        alerts: engine.view(),
+        unread: judging.counter(),
+    };
+    for sink in &sinks {
+        sink.prepare(&sinks_cx);
+    }
     let state = http_state(&config, &run, engine.view(), silences, &ready);
     // The tasks, stopped together when the server stops.
     let mut tasks = tokio::task::JoinSet::new();
     let running = start_sources(&config, built, &mut tasks, (&ready, &judging))?;
-    if config.collectors.on(Collector::History) {
-        tasks.spawn(crate::sinks::recorder::run_every(
-            run.clone(),
-            state_dir.clone(),
-            judging.counter(),
-        ));
+    for task in sinks.iter().filter_map(|sink| sink.start(&sinks_cx)) {
+        tasks.spawn(task);
     }
     if config.collectors.on(Collector::Slurm) {
         tasks.spawn(sources::slurm::warned_by_signal(run.clone()));
     }
-    let view = engine.view();
     let (last_word, last) = tokio::sync::watch::channel(false);
     let engine = tokio::spawn(engine.run_every(judging.counter(), last));
-    if let Some(h) = config.heartbeat.clone() {
-        tasks.spawn(crate::sinks::alert::heartbeat::run_every(
-            h,
-            run.clone(),
-            view,
-        ));
-    }
     if let (Some(discovery), Some(additions)) = (discovery, additions) {
         tasks.spawn(discovery.run_every(run.clone(), additions));
     }
@@ -216,8 +207,8 @@ pub async fn serve(
         engine.abort();
     }
     tasks.abort_all();
-    if config.collectors.on(Collector::History) {
-        crate::sinks::recorder::save(&run, state_dir.as_ref());
+    for sink in &sinks {
+        sink.stop(&sinks_cx);
     }
     stop_sources(running)
 }

@@ -20,6 +20,16 @@ pub struct HeartbeatConfig {
     pub timeout: Duration,
 }
 
+impl crate::sinks::SinkConfig for HeartbeatConfig {
+    fn start(&self, cx: &crate::sinks::Context) -> Option<crate::sinks::Task> {
+        Some(Box::pin(run_every(
+            self.clone(),
+            cx.run.clone(),
+            cx.alerts.clone(),
+        )))
+    }
+}
+
 /// The collectors that are down, by name; empty when every input reads.
 fn down(run: &Run) -> Vec<&'static str> {
     run.collectors()

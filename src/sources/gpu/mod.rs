@@ -37,6 +37,7 @@ pub enum GpuMode {
 }
 
 /// The GPU source's section of the configuration.
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub mode: GpuMode,
     /// The NVML library to load, where not the system's.
