@@ -66,7 +66,7 @@ impl Run {
     }
 
     pub fn gpu_hung_since(&self) -> Option<Seconds> {
-        self.gpu_hung_since
+        self.calls.gpu()
     }
 
     pub fn process(&self) -> &Option<ProcessState> {
@@ -97,12 +97,8 @@ impl Run {
         self.utc_offset
     }
 
-    pub fn hung_files(&self) -> &BTreeMap<String, Seconds> {
-        &self.hung_files
-    }
-
-    pub fn output_reading(&self) -> &BTreeMap<u64, (String, Seconds)> {
-        &self.output_reading
+    pub fn calls(&self) -> &Calls {
+        &self.calls
     }
 
     pub fn refused_files(&self) -> &std::collections::BTreeSet<String> {

@@ -9,6 +9,7 @@ mod discovery;
 mod evidence;
 mod gpu;
 pub mod history;
+mod hung;
 mod node;
 mod outputs;
 mod partition;
@@ -28,6 +29,7 @@ pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
     xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS, PIDS_IN_ANOTHER_NAMESPACE,
 };
+pub use hung::{Caller, Calls, Hung};
 pub use node::{ProcessChange, ProcessState, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
@@ -128,10 +130,6 @@ pub struct Run {
     /// The last XID code per GPU UUID, for the `GpuLost` email.
     #[serde(skip)]
     last_xid: BTreeMap<String, u64>,
-    /// The GPU sampler is past its deadline: an NVML call has not returned since this time.
-    /// The last reading is stale then, and its figures are not exported.
-    #[serde(skip)]
-    gpu_hung_since: Option<Seconds>,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     process: Option<ProcessState>,
@@ -156,15 +154,11 @@ pub struct Run {
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     utc_offset: i64,
-    /// Logs whose reads do not return (a hung mount), and since when: a cause of its own.
+    /// The calls that do not return, or may not: files whose reads hang (a hung mount, a
+    /// cause of its own), the files the output readers are in, NVML past its deadline (the
+    /// last GPU reading is stale then, and its figures are not exported).
     #[serde(skip)]
-    hung_files: BTreeMap<String, Seconds>,
-    /// The output or input files (or globs) the output source's readers are in now, each
-    /// under a number of its own (a glob can spell a path), and since their last progress: one
-    /// that has made none for [`HUNG_AFTER`] seconds is hung. More than one when a reader
-    /// stuck in a call that does not return was left behind.
-    #[serde(skip)]
-    output_reading: BTreeMap<u64, (String, Seconds)>,
+    calls: Calls,
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
     refused_files: std::collections::BTreeSet<String>,
@@ -376,24 +370,13 @@ impl Run {
     /// Every file whose read does not return at `now`, and since when: the logs found hung
     /// by their threads, and the output file being read, if for [`HUNG_AFTER`] already.
     pub fn hung(&self, now: Seconds) -> BTreeMap<String, Seconds> {
-        let mut hung = self.hung_files.clone();
-        for (path, since) in self.output_reading.values() {
-            if now - since >= HUNG_AFTER {
-                let earliest = hung.entry(path.clone()).or_insert(*since);
-                *earliest = earliest.min(*since);
-            }
-        }
-        hung
+        self.calls.files(now)
     }
 
     /// Whether collector `name` works at `now`: its latest collection did, and it is not stuck
     /// in a read that does not return.
     pub fn collector_up(&self, collector: Collector, state: &CollectorState, now: Seconds) -> bool {
-        let stuck = collector == Collector::Outputs
-            && self
-                .output_reading
-                .values()
-                .any(|(_, since)| now - since >= HUNG_AFTER);
+        let stuck = collector == Collector::Outputs && self.calls.outputs(now);
         state.up && !stuck
     }
 
