@@ -53,16 +53,8 @@ impl Run {
         &self.output_tokens
     }
 
-    pub fn gpus(&self) -> &Option<GpuReading> {
-        &self.gpus
-    }
-
-    pub fn xid_errors(&self) -> &BTreeMap<(String, String), u64> {
-        &self.xid_errors
-    }
-
-    pub fn last_xid(&self) -> &BTreeMap<String, u64> {
-        &self.last_xid
+    pub fn gpu(&self) -> &Gpus {
+        &self.gpu
     }
 
     pub fn gpu_hung_since(&self) -> Option<Seconds> {
@@ -175,7 +167,7 @@ impl Run {
     }
 
     pub fn gpus_mut(&mut self) -> &mut Option<GpuReading> {
-        &mut self.gpus
+        self.gpu.reading_mut()
     }
 
     pub fn outputs_mut(&mut self) -> &mut BTreeMap<String, OutputFile> {

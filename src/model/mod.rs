@@ -27,7 +27,8 @@ pub use discovery::{
 };
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
-    xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS, PIDS_IN_ANOTHER_NAMESPACE,
+    xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, Gpus, CRITICAL_XIDS,
+    PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
 pub use node::{ProcessChange, ProcessState, ServerState};
@@ -121,15 +122,9 @@ pub struct Run {
     /// The log lines read when the output tokens were last noted in full.
     #[serde(skip)]
     lines_at_output_note: u64,
-    /// The latest GPU reading; `None` until one succeeded.
+    /// The GPUs' latest reading and XID errors.
     #[serde(skip)]
-    gpus: Option<GpuReading>,
-    /// Critical XID errors per (GPU UUID, code label) since the sidecar started.
-    #[serde(skip)]
-    xid_errors: BTreeMap<(String, String), u64>,
-    /// The last XID code per GPU UUID, for the `GpuLost` email.
-    #[serde(skip)]
-    last_xid: BTreeMap<String, u64>,
+    gpu: Gpus,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     process: Option<ProcessState>,

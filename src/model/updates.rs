@@ -154,11 +154,7 @@ impl Run {
 impl Run {
     /// A critical XID error on GPU `uuid`; `code` where NVML said it.
     pub fn xid_error(&mut self, uuid: String, code: Option<u64>) {
-        let label = code.map_or_else(|| "other".to_owned(), xid_label);
-        *self.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
-        if let Some(code) = code {
-            self.last_xid.insert(uuid, code);
-        }
+        self.gpu.xid_error(uuid, code);
     }
 
     /// An NVML call has not returned since `since`; returns whether that is news.
