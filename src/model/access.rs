@@ -66,7 +66,7 @@ impl Run {
     }
 
     pub fn server(&self) -> &Option<ServerState> {
-        &self.server
+        &self.server.state
     }
 
     pub fn server_log(&self) -> &ServerLogState {
@@ -74,15 +74,15 @@ impl Run {
     }
 
     pub fn server_generating_at(&self) -> Option<Seconds> {
-        self.server_generating_at
+        self.server.generating_at
     }
 
     pub fn server_working_at(&self) -> Option<Seconds> {
-        self.server_working_at
+        self.server.working_at
     }
 
     pub fn server_seen_at(&self) -> Option<Seconds> {
-        self.server_seen_at
+        self.server.seen_at
     }
 
     pub fn utc_offset(&self) -> i64 {
@@ -155,7 +155,7 @@ impl Run {
 #[cfg(test)]
 impl Run {
     pub fn server_mut(&mut self) -> &mut Option<ServerState> {
-        &mut self.server
+        &mut self.server.state
     }
 
     pub fn process_mut(&mut self) -> &mut Option<ProcessState> {

@@ -214,7 +214,7 @@ impl History {
                 Self::put(series, "memory_used_bytes", now, used, res, span);
             }
         }
-        if let Some(server) = &run.server {
+        if let Some(server) = &run.server.state {
             let s = &mut self.server;
             Self::put(s, "running", now, server.running_requests, res, span);
             Self::put(s, "queued", now, server.queued_requests, res, span);

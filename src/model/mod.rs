@@ -31,7 +31,7 @@ pub use gpu::{
     PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
-pub use node::{ProcessChange, ProcessState, ServerState};
+pub use node::{ProcessChange, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
 };
@@ -128,24 +128,12 @@ pub struct Run {
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     process: Option<ProcessState>,
-    /// The inference server, when a probe for it is configured.
+    /// The inference server as its probe and its log say.
     #[serde(skip)]
-    server: Option<ServerState>,
+    server: ServerFacts,
     /// The inference server's own log, when one is followed.
     #[serde(default)]
     server_log: Arc<ServerLogState>,
-    /// When the server was last seen generating (running requests, tok/s above zero).
-    #[serde(skip)]
-    server_generating_at: Option<Seconds>,
-    /// When the server was last seen generating or with nothing to run: not hung.
-    #[serde(skip)]
-    server_working_at: Option<Seconds>,
-    /// When the server was first seen at all.
-    #[serde(skip)]
-    server_seen_at: Option<Seconds>,
-    /// When the server was first probed, and whether its health check has passed since.
-    #[serde(skip)]
-    server_probed: Option<(Seconds, bool)>,
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     utc_offset: i64,
@@ -463,13 +451,19 @@ impl Run {
         // A server that comes back up (restarted by its supervisor) starts again: it was not
         // stuck while it was down, and until its health passes it is starting (its warm-up's
         // 503s and requests taken are not a hang).
-        if up && self.server.as_ref().is_some_and(|s| s.up == Some(false)) {
-            self.server_working_at = Some(now);
-            self.server_probed = Some((now, false));
+        if up
+            && self
+                .server
+                .state
+                .as_ref()
+                .is_some_and(|s| s.up == Some(false))
+        {
+            self.server.working_at = Some(now);
+            self.server.probed = Some((now, false));
         }
         // Without a health URL, a metrics answer is the server passing.
         let passed = server.health_passed || (server.up.is_none() && server.error.is_none());
-        let probed = self.server_probed.get_or_insert((now, false));
+        let probed = self.server.probed.get_or_insert((now, false));
         probed.1 |= passed;
         // A server whose generating /health gets no token is neither idle nor working, whatever
         // its frozen gauges say.
@@ -481,7 +475,7 @@ impl Run {
                 now,
             );
         }
-        self.server = Some(server);
+        self.server.state = Some(server);
     }
 
     /// Applies what a line not yet finished says (tqdm's latest frame), without counting it
@@ -616,10 +610,10 @@ impl Run {
     /// The server is no longer the run's (discovery's guess was contradicted): nothing of it
     /// is shown or judged any more, as if it had never been probed.
     pub fn forget_server(&mut self) {
-        self.server = None;
-        self.server_generating_at = None;
-        self.server_working_at = None;
-        self.server_seen_at = None;
+        self.server.state = None;
+        self.server.generating_at = None;
+        self.server.working_at = None;
+        self.server.seen_at = None;
         self.collectors.remove(&Collector::Server);
     }
 
