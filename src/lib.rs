@@ -14,6 +14,7 @@ pub mod sources;
 
 pub mod clock;
 pub mod collectors;
+pub mod deadline;
 pub mod fd_limit;
 pub mod http_client;
 pub mod human;

@@ -53,20 +53,12 @@ impl Run {
         &self.output_tokens
     }
 
-    pub fn gpus(&self) -> &Option<GpuReading> {
-        &self.gpus
-    }
-
-    pub fn xid_errors(&self) -> &BTreeMap<(String, String), u64> {
-        &self.xid_errors
-    }
-
-    pub fn last_xid(&self) -> &BTreeMap<String, u64> {
-        &self.last_xid
+    pub fn gpu(&self) -> &Gpus {
+        &self.gpu
     }
 
     pub fn gpu_hung_since(&self) -> Option<Seconds> {
-        self.gpu_hung_since
+        self.calls.gpu()
     }
 
     pub fn process(&self) -> &Option<ProcessState> {
@@ -74,7 +66,7 @@ impl Run {
     }
 
     pub fn server(&self) -> &Option<ServerState> {
-        &self.server
+        &self.server.state
     }
 
     pub fn server_log(&self) -> &ServerLogState {
@@ -82,27 +74,23 @@ impl Run {
     }
 
     pub fn server_generating_at(&self) -> Option<Seconds> {
-        self.server_generating_at
+        self.server.generating_at
     }
 
     pub fn server_working_at(&self) -> Option<Seconds> {
-        self.server_working_at
+        self.server.working_at
     }
 
     pub fn server_seen_at(&self) -> Option<Seconds> {
-        self.server_seen_at
+        self.server.seen_at
     }
 
     pub fn utc_offset(&self) -> i64 {
         self.utc_offset
     }
 
-    pub fn hung_files(&self) -> &BTreeMap<String, Seconds> {
-        &self.hung_files
-    }
-
-    pub fn output_reading(&self) -> &BTreeMap<u64, (String, Seconds)> {
-        &self.output_reading
+    pub fn calls(&self) -> &Calls {
+        &self.calls
     }
 
     pub fn refused_files(&self) -> &std::collections::BTreeSet<String> {
@@ -167,7 +155,7 @@ impl Run {
 #[cfg(test)]
 impl Run {
     pub fn server_mut(&mut self) -> &mut Option<ServerState> {
-        &mut self.server
+        &mut self.server.state
     }
 
     pub fn process_mut(&mut self) -> &mut Option<ProcessState> {
@@ -179,7 +167,7 @@ impl Run {
     }
 
     pub fn gpus_mut(&mut self) -> &mut Option<GpuReading> {
-        &mut self.gpus
+        self.gpu.reading_mut()
     }
 
     pub fn outputs_mut(&mut self) -> &mut BTreeMap<String, OutputFile> {

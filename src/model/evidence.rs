@@ -52,7 +52,7 @@ impl Run {
         };
         let server_at = first_report_due
             .filter(|due| now <= *due)
-            .and(self.server_generating_at);
+            .and(self.server.generating_at);
         let at = [Some(log_at), outputs_at, server_at]
             .into_iter()
             .flatten()
@@ -151,7 +151,7 @@ impl Run {
             .values()
             .flat_map(|p| [p.last_progress_at, p.started_at]);
         let outputs = views.iter().map(|v| v.last_write);
-        let elsewhere = [self.server_generating_at, self.working_at];
+        let elsewhere = [self.server.generating_at, self.working_at];
         partitions
             .chain(outputs)
             .chain(elsewhere)

@@ -2,6 +2,7 @@
 //! reader (NVML or the simulation) produced it.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One GPU as read at one moment. A query the GPU does not support leaves its field `None`;
 /// it never hides the others.
@@ -342,5 +343,44 @@ mod tests {
             .memory_summary(None),
             None
         );
+    }
+}
+
+/// The GPUs' facts in the run, as the GPU source and the XID watcher told them. Whether NVML
+/// hangs is the model's one kind of hung ([`super::Calls`]).
+#[derive(Debug, Clone, Default)]
+pub struct Gpus {
+    /// The latest reading; `None` until one succeeded.
+    reading: Option<GpuReading>,
+    /// Critical XID errors per (GPU UUID, code label) since the sidecar started.
+    xid_errors: BTreeMap<(String, String), u64>,
+    /// The last XID code per GPU UUID, for the `GpuLost` email.
+    last_xid: BTreeMap<String, u64>,
+}
+
+impl Gpus {
+    pub fn reading(&self) -> &Option<GpuReading> {
+        &self.reading
+    }
+
+    pub fn xid_errors(&self) -> &BTreeMap<(String, String), u64> {
+        &self.xid_errors
+    }
+
+    pub fn last_xid(&self) -> &BTreeMap<String, u64> {
+        &self.last_xid
+    }
+
+    pub(super) fn reading_mut(&mut self) -> &mut Option<GpuReading> {
+        &mut self.reading
+    }
+
+    /// A critical XID error on GPU `uuid`; `code` where NVML said it.
+    pub(super) fn xid_error(&mut self, uuid: String, code: Option<u64>) {
+        let label = code.map_or_else(|| "other".to_owned(), xid_label);
+        *self.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
+        if let Some(code) = code {
+            self.last_xid.insert(uuid, code);
+        }
     }
 }

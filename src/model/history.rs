@@ -206,7 +206,7 @@ impl History {
             let total = (!tps.is_empty()).then(|| tps.iter().sum());
             Self::put(&mut self.run, "tokens_per_second", now, total, res, span);
         }
-        if let Some(reading) = &run.gpus {
+        if let Some(reading) = run.gpu.reading() {
             for g in &reading.devices {
                 let series = self.gpus.entry(g.index).or_default();
                 Self::put(series, "utilization", now, g.utilization, res, span);
@@ -214,7 +214,7 @@ impl History {
                 Self::put(series, "memory_used_bytes", now, used, res, span);
             }
         }
-        if let Some(server) = &run.server {
+        if let Some(server) = &run.server.state {
             let s = &mut self.server;
             Self::put(s, "running", now, server.running_requests, res, span);
             Self::put(s, "queued", now, server.queued_requests, res, span);

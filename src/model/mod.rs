@@ -9,6 +9,7 @@ mod discovery;
 mod evidence;
 mod gpu;
 pub mod history;
+mod hung;
 mod node;
 mod outputs;
 mod partition;
@@ -26,9 +27,11 @@ pub use discovery::{
 };
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
-    xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, CRITICAL_XIDS, PIDS_IN_ANOTHER_NAMESPACE,
+    xid_label, GpuPids, GpuProcess, GpuReading, GpuSample, Gpus, CRITICAL_XIDS,
+    PIDS_IN_ANOTHER_NAMESPACE,
 };
-pub use node::{ProcessChange, ProcessState, ServerState};
+pub use hung::{Caller, Calls, Hung};
+pub use node::{ProcessChange, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
 };
@@ -119,52 +122,26 @@ pub struct Run {
     /// The log lines read when the output tokens were last noted in full.
     #[serde(skip)]
     lines_at_output_note: u64,
-    /// The latest GPU reading; `None` until one succeeded.
+    /// The GPUs' latest reading and XID errors.
     #[serde(skip)]
-    gpus: Option<GpuReading>,
-    /// Critical XID errors per (GPU UUID, code label) since the sidecar started.
-    #[serde(skip)]
-    xid_errors: BTreeMap<(String, String), u64>,
-    /// The last XID code per GPU UUID, for the `GpuLost` email.
-    #[serde(skip)]
-    last_xid: BTreeMap<String, u64>,
-    /// The GPU sampler is past its deadline: an NVML call has not returned since this time.
-    /// The last reading is stale then, and its figures are not exported.
-    #[serde(skip)]
-    gpu_hung_since: Option<Seconds>,
+    gpu: Gpus,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     process: Option<ProcessState>,
-    /// The inference server, when a probe for it is configured.
+    /// The inference server as its probe and its log say.
     #[serde(skip)]
-    server: Option<ServerState>,
+    server: ServerFacts,
     /// The inference server's own log, when one is followed.
     #[serde(default)]
     server_log: Arc<ServerLogState>,
-    /// When the server was last seen generating (running requests, tok/s above zero).
-    #[serde(skip)]
-    server_generating_at: Option<Seconds>,
-    /// When the server was last seen generating or with nothing to run: not hung.
-    #[serde(skip)]
-    server_working_at: Option<Seconds>,
-    /// When the server was first seen at all.
-    #[serde(skip)]
-    server_seen_at: Option<Seconds>,
-    /// When the server was first probed, and whether its health check has passed since.
-    #[serde(skip)]
-    server_probed: Option<(Seconds, bool)>,
     /// The node's offset from UTC, seconds east: a server log line's time is local.
     #[serde(skip)]
     utc_offset: i64,
-    /// Logs whose reads do not return (a hung mount), and since when: a cause of its own.
+    /// The calls that do not return, or may not: files whose reads hang (a hung mount, a
+    /// cause of its own), the files the output readers are in, NVML past its deadline (the
+    /// last GPU reading is stale then, and its figures are not exported).
     #[serde(skip)]
-    hung_files: BTreeMap<String, Seconds>,
-    /// The output or input files (or globs) the output source's readers are in now, each
-    /// under a number of its own (a glob can spell a path), and since their last progress: one
-    /// that has made none for [`HUNG_AFTER`] seconds is hung. More than one when a reader
-    /// stuck in a call that does not return was left behind.
-    #[serde(skip)]
-    output_reading: BTreeMap<u64, (String, Seconds)>,
+    calls: Calls,
     /// Output and input paths refused now for being no regular file (a FIFO, a socket).
     #[serde(skip)]
     refused_files: std::collections::BTreeSet<String>,
@@ -376,24 +353,13 @@ impl Run {
     /// Every file whose read does not return at `now`, and since when: the logs found hung
     /// by their threads, and the output file being read, if for [`HUNG_AFTER`] already.
     pub fn hung(&self, now: Seconds) -> BTreeMap<String, Seconds> {
-        let mut hung = self.hung_files.clone();
-        for (path, since) in self.output_reading.values() {
-            if now - since >= HUNG_AFTER {
-                let earliest = hung.entry(path.clone()).or_insert(*since);
-                *earliest = earliest.min(*since);
-            }
-        }
-        hung
+        self.calls.files(now)
     }
 
     /// Whether collector `name` works at `now`: its latest collection did, and it is not stuck
     /// in a read that does not return.
     pub fn collector_up(&self, collector: Collector, state: &CollectorState, now: Seconds) -> bool {
-        let stuck = collector == Collector::Outputs
-            && self
-                .output_reading
-                .values()
-                .any(|(_, since)| now - since >= HUNG_AFTER);
+        let stuck = collector == Collector::Outputs && self.calls.outputs(now);
         state.up && !stuck
     }
 
@@ -485,13 +451,19 @@ impl Run {
         // A server that comes back up (restarted by its supervisor) starts again: it was not
         // stuck while it was down, and until its health passes it is starting (its warm-up's
         // 503s and requests taken are not a hang).
-        if up && self.server.as_ref().is_some_and(|s| s.up == Some(false)) {
-            self.server_working_at = Some(now);
-            self.server_probed = Some((now, false));
+        if up
+            && self
+                .server
+                .state
+                .as_ref()
+                .is_some_and(|s| s.up == Some(false))
+        {
+            self.server.working_at = Some(now);
+            self.server.probed = Some((now, false));
         }
         // Without a health URL, a metrics answer is the server passing.
         let passed = server.health_passed || (server.up.is_none() && server.error.is_none());
-        let probed = self.server_probed.get_or_insert((now, false));
+        let probed = self.server.probed.get_or_insert((now, false));
         probed.1 |= passed;
         // A server whose generating /health gets no token is neither idle nor working, whatever
         // its frozen gauges say.
@@ -503,7 +475,7 @@ impl Run {
                 now,
             );
         }
-        self.server = Some(server);
+        self.server.state = Some(server);
     }
 
     /// Applies what a line not yet finished says (tqdm's latest frame), without counting it
@@ -638,10 +610,10 @@ impl Run {
     /// The server is no longer the run's (discovery's guess was contradicted): nothing of it
     /// is shown or judged any more, as if it had never been probed.
     pub fn forget_server(&mut self) {
-        self.server = None;
-        self.server_generating_at = None;
-        self.server_working_at = None;
-        self.server_seen_at = None;
+        self.server.state = None;
+        self.server.generating_at = None;
+        self.server.working_at = None;
+        self.server.seen_at = None;
         self.collectors.remove(&Collector::Server);
     }
 

@@ -123,3 +123,19 @@ mod tests {
         assert_eq!(p.since, Some(20.0));
     }
 }
+
+/// The inference server's facts in the run: the probe's latest answer, and when the probe and
+/// the server's log last saw it at work.
+#[derive(Debug, Clone, Default)]
+pub struct ServerFacts {
+    /// The probe's latest answer, when a probe for the server is configured.
+    pub(super) state: Option<ServerState>,
+    /// When the server was last seen generating (running requests, tok/s above zero).
+    pub(super) generating_at: Option<Seconds>,
+    /// When the server was last seen generating or with nothing to run: not hung.
+    pub(super) working_at: Option<Seconds>,
+    /// When the server was first seen at all.
+    pub(super) seen_at: Option<Seconds>,
+    /// When the server was first probed, and whether its health check has passed since.
+    pub(super) probed: Option<(Seconds, bool)>,
+}

@@ -61,13 +61,13 @@ impl Run {
     /// Counts GPU time from a new reading: the GPUs held since the last one, while a partition
     /// is being processed (idle time between runs is not the run's).
     pub fn take_gpus(&mut self, reading: GpuReading) {
-        if let Some(last) = &self.gpus {
+        if let Some(last) = self.gpu.reading() {
             let dt = reading.at - last.at;
             if self.working() && dt > 0.0 && dt <= GPU_GAP {
                 self.gpu_seconds += last.devices.len() as f64 * dt;
             }
         }
-        self.gpus = Some(reading);
+        *self.gpu.reading_mut() = Some(reading);
     }
 
     /// The deadline as a moment, once it is known (one relative to the start needs a start).
@@ -164,7 +164,7 @@ impl Run {
                 .map(|(slow, fast)| (eta * now_rate / fast, eta * now_rate / slow)),
             _ => None,
         };
-        let gpus = self.gpus.as_ref().map_or(0, |g| g.devices.len()) as f64;
+        let gpus = self.gpu.reading().as_ref().map_or(0, |g| g.devices.len()) as f64;
         let gpu_hours = self.gpu_seconds / 3600.0;
         let gpu_hours_projected = eta_seconds.map(|eta| gpu_hours + gpus * eta / 3600.0);
         let price = self.plan.gpu_hour_price;

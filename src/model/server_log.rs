@@ -414,19 +414,19 @@ impl Run {
     ) {
         let generating = running.is_some_and(|r| r > 0.0) && tps.is_some_and(|t| t > 0.0);
         if generating {
-            self.server_generating_at = Some(now);
+            self.server.generating_at = Some(now);
         }
         let idle = running == Some(0.0) && queued.is_none_or(|q| q == 0.0);
         if generating || idle {
-            self.server_working_at = Some(now);
+            self.server.working_at = Some(now);
         }
-        self.server_seen_at.get_or_insert(now);
+        self.server.seen_at.get_or_insert(now);
     }
 
     /// Whether the engine is put to sleep (vLLM's sleep mode, between RL steps or jobs): its
     /// metrics say so where they are read, else its log. Asleep is neither hung, idle nor down.
     pub fn server_asleep(&self) -> bool {
-        match self.server.as_ref().and_then(|s| s.asleep) {
+        match self.server.state.as_ref().and_then(|s| s.asleep) {
             Some(asleep) => asleep,
             None => self.server_log.asleep.is_some(),
         }
@@ -439,7 +439,7 @@ impl Run {
         if self.engine_dead().is_some() {
             return true;
         }
-        match &self.server {
+        match &self.server.state {
             Some(s) if s.up == Some(false) => true,
             Some(s) if s.error.is_some() && s.running_requests.is_none() => true,
             Some(s) if s.up == Some(true) || s.running_requests.is_some() => false,
@@ -482,7 +482,8 @@ impl Run {
     /// check never passed, and its log tells of no crash. A server loads its weights before it
     /// answers (SGLang: its port refused, then 503, then 200): not down meanwhile.
     pub fn server_starting(&self, now: Seconds) -> bool {
-        self.server_probed
+        self.server
+            .probed
             .is_some_and(|(since, up)| !up && now - since < STARTING_AT_MOST)
             && self.server_log.crashed().is_none()
             && self.engine_dead().is_none()
@@ -492,7 +493,7 @@ impl Run {
     /// ([`ServerState::frozen`]) while the run is not at work ([`Run::working`]). Not shown then; while the run
     /// waits on the server, frozen gauges are what a hang looks like, and they stay.
     fn server_gauges_stale(&self) -> bool {
-        self.server.as_ref().is_some_and(|s| s.frozen) && !self.working()
+        self.server.state.as_ref().is_some_and(|s| s.frozen) && !self.working()
     }
 
     /// The server's figures now: none while it is down (its last known ones are
@@ -512,7 +513,7 @@ impl Run {
     /// The server's last known figures: each from its metrics URL where that has it, else
     /// from its log.
     pub fn server_last_known(&self) -> ServerFigures {
-        let probe = self.server.as_ref();
+        let probe = self.server.state.as_ref();
         let log = self.server_log.figures();
         let pick = |from_probe: Option<f64>, from_log: Option<f64>| from_probe.or(from_log);
         let scraped_at = probe
@@ -546,7 +547,7 @@ impl Run {
     /// from its metrics (generation 0 tok/s) or its log (a stats line at 0 tok/s, or no report
     /// for longer than the engine prints them while running: [`ServerLogState::silent_after`]).
     pub fn server_stuck_seconds(&self, now: Seconds) -> Option<f64> {
-        let since = self.server_working_at.or(self.server_seen_at)?;
+        let since = self.server.working_at.or(self.server.seen_at)?;
         self.server_stuck(now).then(|| (now - since).max(0.0))
     }
 
@@ -559,7 +560,7 @@ impl Run {
         // Its own health request got no token within the engine's bound (SGLang's generating
         // /health): it generates nothing, though its gauges may read idle (the last batch the
         // scheduler logged before it stopped).
-        if self.server.as_ref().is_some_and(|s| s.busy) && self.working() {
+        if self.server.state.as_ref().is_some_and(|s| s.busy) && self.working() {
             return true;
         }
         let figures = self.server_figures();
@@ -569,6 +570,7 @@ impl Run {
         }
         let log_silent = self
             .server
+            .state
             .as_ref()
             .is_none_or(|s| s.running_requests.is_none())
             && self
@@ -674,7 +676,7 @@ mod tests {
         assert!(!run.server_asleep());
         // The metrics' word wins over the log's.
         let mut run = run_of(&[stats, asleep], NOW);
-        run.server = Some(crate::model::ServerState {
+        run.server.state = Some(crate::model::ServerState {
             asleep: Some(false),
             ..Default::default()
         });

@@ -49,12 +49,12 @@ impl Run {
 
     /// A read of `path` has not returned since `since`: the file system under it hangs.
     pub fn file_hung(&mut self, path: String, since: Seconds) {
-        self.hung_files.insert(path, since);
+        self.calls.hung(Caller::File(path.clone()), path, since);
     }
 
     /// `path` answers again.
     pub fn file_answers(&mut self, path: &str) {
-        self.hung_files.remove(path);
+        self.calls.answers(&Caller::File(path.to_owned()));
     }
 
     /// The node's offset from UTC, seconds east, as the clock says at start-up.
@@ -131,19 +131,17 @@ impl Run {
 
     /// A reader of the output source went into `path` (a file, or a glob) at `now`.
     pub fn reading_began(&mut self, reader: u64, path: String, now: Seconds) {
-        self.output_reading.insert(reader, (path, now));
+        self.calls.began(Caller::Output(reader), path, now);
     }
 
     /// The reader made progress: it is not hung.
     pub fn reading_progressed(&mut self, reader: u64, now: Seconds) {
-        if let Some((_, since)) = self.output_reading.get_mut(&reader) {
-            *since = now;
-        }
+        self.calls.progressed(&Caller::Output(reader), now);
     }
 
     /// The reader came out.
     pub fn reading_ended(&mut self, reader: u64) {
-        self.output_reading.remove(&reader);
+        self.calls.answers(&Caller::Output(reader));
     }
 
     /// How the output source holds and watches its files, as of its latest pass.
@@ -156,23 +154,17 @@ impl Run {
 impl Run {
     /// A critical XID error on GPU `uuid`; `code` where NVML said it.
     pub fn xid_error(&mut self, uuid: String, code: Option<u64>) {
-        let label = code.map_or_else(|| "other".to_owned(), xid_label);
-        *self.xid_errors.entry((uuid.clone(), label)).or_default() += 1;
-        if let Some(code) = code {
-            self.last_xid.insert(uuid, code);
-        }
+        self.gpu.xid_error(uuid, code);
     }
 
     /// An NVML call has not returned since `since`; returns whether that is news.
     pub fn gpu_hung(&mut self, since: Seconds) -> bool {
-        let news = self.gpu_hung_since.is_none();
-        self.gpu_hung_since.get_or_insert(since);
-        news
+        self.calls.hung(Caller::Gpu, "NVML".to_owned(), since)
     }
 
     /// NVML answered; returns whether it had hung.
     pub fn gpu_answers(&mut self) -> bool {
-        self.gpu_hung_since.take().is_some()
+        self.calls.answers(&Caller::Gpu)
     }
 
     /// The driver process found now (its pid), or none: what changed since the last look.

@@ -247,7 +247,8 @@ pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
     };
     let last = j
         .run
-        .gpus()
+        .gpu()
+        .reading()
         .as_ref()
         .map_or("no reading yet".to_owned(), |g| {
             format!("the last reading is {} old", human(j.now - g.at))
@@ -261,7 +262,7 @@ pub(super) fn gpu_hung(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
-    let Some(gpus) = &j.run.gpus() else {
+    let Some(gpus) = &j.run.gpu().reading() else {
         return Vec::new();
     };
     let lost: Vec<_> = gpus.devices.iter().filter(|g| g.lost).collect();
@@ -273,6 +274,7 @@ pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
         .map(|g| {
             let xid = j
                 .run
+                .gpu()
                 .last_xid()
                 .get(&g.uuid)
                 .map_or("no XID seen".to_owned(), |x| format!("last XID {x}"));
@@ -310,7 +312,7 @@ pub(super) fn gpu_lost(j: &Judged<'_>, _: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
-    let (Some(gpus), threshold) = (&j.run.gpus(), rule.threshold) else {
+    let (Some(gpus), threshold) = (&j.run.gpu().reading(), rule.threshold) else {
         return Vec::new();
     };
     // An engine put to sleep has let go of its GPUs on purpose.
@@ -341,7 +343,7 @@ pub(super) fn gpus_idle(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
 }
 
 pub(super) fn gpu_missing(j: &Judged<'_>, rule: RuleConfig) -> Vec<Condition> {
-    let Some(gpus) = &j.run.gpus() else {
+    let Some(gpus) = &j.run.gpu().reading() else {
         return Vec::new();
     };
     let expected = match rule.threshold as usize {

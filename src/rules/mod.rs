@@ -90,7 +90,7 @@ const THROUGHPUT_SAMPLES: usize = 7 * 24 * 60;
 impl History {
     pub fn record(&mut self, run: &Run, now: Seconds) {
         let working = run.working();
-        if let Some(gpus) = &run.gpus() {
+        if let Some(gpus) = &run.gpu().reading() {
             self.max_gpus = self.max_gpus.max(gpus.devices.len());
         }
         if !working {

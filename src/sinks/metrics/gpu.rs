@@ -50,7 +50,7 @@ const GPU_GAUGES: &[(&str, &str, GpuGauge)] = &[
 ];
 
 pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
-    if let Some(reading) = &run.gpus() {
+    if let Some(reading) = &run.gpu().reading() {
         gauge(
             enc,
             "pulse_gpus",
@@ -128,7 +128,7 @@ pub(super) fn encode(run: &Run, enc: &mut Out) -> fmt::Result {
             MetricType::Counter,
             ids.iter().flat_map(|(index, uuid)| {
                 let mut codes: Vec<(&str, u64)> = run
-                    .xid_errors()
+                    .gpu().xid_errors()
                     .iter()
                     .filter(|((u, _), _)| u == uuid)
                     .map(|((_, xid), n)| (xid.as_str(), *n))

@@ -489,7 +489,8 @@ fn build(
         },
         partitions,
         gpus: run
-            .gpus()
+            .gpu()
+            .reading()
             .as_ref()
             .map(|g| g.devices.iter().map(GpuStatus::of).collect()),
         process: run.process().as_ref().map(|p| ProcessStatus {
@@ -526,7 +527,7 @@ fn build(
             ended: job.ended().map(|e| e.says().to_owned()),
             age_seconds: job.known_since().map(|t| (now - t).max(0.0)),
         }),
-        gpu_memory: run.gpus().as_ref().and_then(|g| {
+        gpu_memory: run.gpu().reading().as_ref().and_then(|g| {
             g.memory_summary(
                 run.discovered()
                     .as_ref()

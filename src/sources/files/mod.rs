@@ -29,13 +29,14 @@ mod watch;
 
 pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
 
+use crate::deadline::Waited;
 use crate::lock::Locked;
 use crate::model::{Run, DEFAULT_PARTITION};
 use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
 use crate::state::StateDir;
 use catalog::Catalog;
 use file::SavedFile;
-use reader::{Reader, Shared, Waited};
+use reader::{Reader, Shared};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex, TryLockError};
@@ -120,7 +121,7 @@ impl OutputSource {
         loop {
             let reader = match &mut self.reader {
                 Some(reader) => reader,
-                None => match Reader::start(&self.shared) {
+                None => match Reader::start(&self.shared, STALLED_AFTER) {
                     Ok(reader) => self.reader.insert(reader),
                     Err(e) => {
                         tracing::error!("cannot start a thread to read the output files: {e}");
@@ -130,14 +131,14 @@ impl OutputSource {
             };
             reader.ask();
             match reader.wait(CHECK_EVERY) {
-                Waited::Done => return,
+                Waited::Idle | Waited::Done(_) => return,
                 Waited::Gone => {
                     tracing::error!("the output reader ended unexpectedly; starting another");
                     self.reader = None;
                     return;
                 }
-                Waited::Pending if stopping() => return,
-                Waited::Pending if reader.stalled(STALLED_AFTER) => {
+                Waited::Pending | Waited::Hung { .. } if stopping() => return,
+                Waited::Hung { .. } => {
                     let path = reader.at();
                     tracing::warn!(
                         path = %path,

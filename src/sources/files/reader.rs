@@ -19,11 +19,12 @@ use super::watch::{self, Watcher};
 use super::FileWatch;
 use crate::clock;
 use crate::collectors::Collector;
+use crate::deadline::{self, Waited};
 use crate::lock::Locked;
 use crate::model::{OutputFiles, Run};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Every file is looked at this often even in a watched folder: the net for a change inotify
@@ -86,26 +87,20 @@ impl Shared {
 
 /// The handle on one reader thread.
 pub(super) struct Reader {
-    asks: mpsc::Sender<()>,
-    done: mpsc::Receiver<()>,
-    /// A pass was asked for and has not ended.
-    busy: bool,
-    progress: Arc<Progress>,
-}
-
-/// Where a reader is and when it last got anywhere, for the source to tell a stuck reader.
-struct Progress {
-    started: Instant,
-    /// Milliseconds after `started` of the latest progress.
-    made: AtomicU64,
+    worker: deadline::Worker<(), bool>,
     /// The file or glob it is in, or was in last.
-    at: Mutex<String>,
+    at: Arc<Mutex<String>>,
 }
 
-impl Progress {
+/// Where a pass is, for the source to tell a stuck reader.
+struct Progress<'a> {
+    made: &'a deadline::Progress,
+    at: &'a Mutex<String>,
+}
+
+impl Progress<'_> {
     fn made(&self) {
-        let ms = self.started.elapsed().as_millis() as u64;
-        self.made.store(ms, Ordering::Release);
+        self.made.made();
     }
 
     fn at(&self, path: &str) {
@@ -114,81 +109,37 @@ impl Progress {
     }
 }
 
-pub(super) enum Waited {
-    Done,
-    Pending,
-    /// The thread is gone (it panicked).
-    Gone,
-}
-
 impl Reader {
-    /// Starts a reader; any reader before it is left behind.
-    pub(super) fn start(shared: &Arc<Shared>) -> std::io::Result<Reader> {
+    /// Starts a reader, hung once it makes no progress for `stalled_after`; any reader before
+    /// it is left behind.
+    pub(super) fn start(shared: &Arc<Shared>, stalled_after: Duration) -> std::io::Result<Reader> {
         let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
         // The one left behind may have taken the hot files with it: look at every file.
         *shared.last_sweep.locked() = None;
-        let (asks, asked) = mpsc::channel::<()>();
-        let (finished, done) = mpsc::channel();
-        let progress = Arc::new(Progress {
-            started: Instant::now(),
-            made: AtomicU64::new(0),
-            at: Mutex::new(String::new()),
-        });
-        let made = progress.clone();
+        let at = Arc::new(Mutex::new(String::new()));
+        let place = at.clone();
         let shared = shared.clone();
-        let clock = crate::clock::carried();
-        std::thread::Builder::new()
-            .name(format!("outputs {generation}"))
-            .spawn(move || {
-                crate::clock::enter(clock);
-                while asked.recv().is_ok() {
-                    if !pass(&shared, generation, &made) || finished.send(()).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Reader {
-            asks,
-            done,
-            busy: false,
-            progress,
-        })
+        let worker = deadline::Worker::start(
+            format!("outputs {generation}"),
+            stalled_after,
+            move |(), made| pass(&shared, generation, &Progress { made, at: &place }),
+        )?;
+        Ok(Reader { worker, at })
     }
 
     /// Asks for a pass, unless one is under way.
     pub(super) fn ask(&mut self) {
-        if !self.busy && self.asks.send(()).is_ok() {
-            self.progress.made();
-            self.busy = true;
-        }
+        self.worker.ask(());
     }
 
     /// The file or glob the reader is in (or was in last).
     pub(super) fn at(&self) -> String {
-        self.progress.at.locked().clone()
+        self.at.locked().clone()
     }
 
     /// Waits up to `wait` for the pass under way to end.
-    pub(super) fn wait(&mut self, wait: Duration) -> Waited {
-        if !self.busy {
-            return Waited::Done;
-        }
-        match self.done.recv_timeout(wait) {
-            Ok(()) => {
-                self.busy = false;
-                Waited::Done
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => Waited::Pending,
-            Err(mpsc::RecvTimeoutError::Disconnected) => Waited::Gone,
-        }
-    }
-
-    /// Whether the pass under way has made no progress for `after`.
-    pub(super) fn stalled(&self, after: Duration) -> bool {
-        self.busy && {
-            let last = Duration::from_millis(self.progress.made.load(Ordering::Acquire));
-            self.progress.started.elapsed().saturating_sub(last) >= after
-        }
+    pub(super) fn wait(&mut self, wait: Duration) -> Waited<bool> {
+        self.worker.wait_until(Instant::now() + wait)
     }
 }
 
@@ -222,7 +173,7 @@ impl Drop for Reading<'_> {
 }
 
 /// Evaluates the globs if due, then reads every file that changed (or may have) to its end.
-/// Returns false when the reader was left behind on the way and must end.
+/// Returns false when the reader was left behind on the way (its answer goes to no one).
 fn pass(shared: &Shared, generation: u64, progress: &Progress) -> bool {
     let run = &shared.run;
     let changes = folder_changes(shared, progress);

@@ -14,12 +14,13 @@ pub use simulated::Simulated;
 
 use crate::clock;
 use crate::collectors::Collector;
+use crate::deadline::{self, Waited};
 use crate::lock::Locked;
 use crate::model::{GpuPids, Run};
 pub use crate::model::{GpuProcess, GpuReading, GpuSample};
 use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
 use serde::{Deserialize, Serialize};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How to find the GPUs.
@@ -111,14 +112,17 @@ pub trait GpuReader: Send + 'static {
     }
 }
 
+/// A reading, or why there is none, and how long it took in seconds.
+type Read = (Result<GpuReading, String>, f64);
+
 /// Samples the GPUs into the model. The reader runs on a worker thread of its own and each
 /// reading has a deadline: an NVML call that hangs (a GPU falling off the bus can do that for
 /// minutes) must not freeze the figures while everything looks fine. Past the deadline the
 /// collector is down, the last reading is marked stale (its gauges are not exported) and the
 /// `GpuHung` alert has the evidence; the reading that finally comes back recovers it all.
 pub struct GpuSource {
-    requests: mpsc::Sender<bool>,
-    results: mpsc::Receiver<(Result<GpuReading, String>, f64)>,
+    /// The reader's thread; `None` when it could not be started.
+    reader: Option<deadline::Worker<bool, Read>>,
     run: Arc<Mutex<Run>>,
     processes: bool,
     /// What the process lists' pids are here, decided once: a process does not change its
@@ -126,8 +130,6 @@ pub struct GpuSource {
     pids: GpuPids,
     procfs: Procfs,
     timeout: Duration,
-    /// When the reading in flight was asked for.
-    asked: Option<Instant>,
     problem: Option<String>,
 }
 
@@ -148,51 +150,39 @@ impl GpuSource {
         if pids == GpuPids::Host {
             tracing::info!("{}", crate::model::PIDS_IN_ANOTHER_NAMESPACE);
         }
-        let (requests, asks) = mpsc::channel::<bool>();
-        let (answers, results) = mpsc::channel();
-        // Ends when the source is dropped (its sender goes), once a hung call returns.
-        let _ = std::thread::Builder::new()
-            .name("gpu-reader".into())
-            .spawn(move || {
-                for processes in asks {
-                    let started = Instant::now();
-                    let result = reader.read(processes);
-                    if answers
-                        .send((result, started.elapsed().as_secs_f64()))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
+        // Ends when the source is dropped, once a hung call returns.
+        let reader = deadline::Worker::start("gpu-reader".into(), timeout, move |processes, _| {
+            let started = Instant::now();
+            let result = reader.read(processes);
+            (result, started.elapsed().as_secs_f64())
+        })
+        .ok();
         GpuSource {
-            requests,
-            results,
+            reader,
             run,
             processes,
             pids,
             procfs,
             timeout,
-            asked: None,
             problem: None,
         }
     }
 
     pub fn poll(&mut self) {
-        let asked = *self.asked.get_or_insert_with(|| {
-            let _ = self.requests.send(self.processes);
-            Instant::now()
-        });
-        let left = self.timeout.saturating_sub(asked.elapsed());
-        match self.results.recv_timeout(left) {
-            Ok((result, elapsed)) => {
-                self.asked = None;
-                self.apply(result, elapsed);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => self.hung(asked),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                self.apply(Err("the GPU reader thread ended".into()), 0.0)
-            }
+        const ENDED: &str = "the GPU reader thread ended";
+        let Some(reader) = &mut self.reader else {
+            return self.apply(Err(ENDED.into()), 0.0);
+        };
+        // A reading still in flight is not asked for again: its answer is taken when it comes.
+        reader.ask(self.processes);
+        let deadline = reader.hung_at().unwrap_or_else(Instant::now);
+        match reader.wait_until(deadline) {
+            Waited::Done((result, elapsed)) => self.apply(result, elapsed),
+            Waited::Hung { since } => self.hung(since),
+            // Waited until the call counts as hung: not before it does.
+            Waited::Pending => {}
+            // Not asked: the thread is gone.
+            Waited::Idle | Waited::Gone => self.apply(Err(ENDED.into()), 0.0),
         }
     }
 
