@@ -21,7 +21,7 @@ use crate::clock;
 use crate::http_client::Client;
 use crate::lock::{Locked, Published};
 use crate::model::stacks::Captures;
-use crate::model::{AlertState, AlertView, Run};
+use crate::model::{AlertState, AlertView, Delivered, NotificationKey, Run};
 use crate::rules::{self, History};
 use crate::sinks::status::Status;
 use crate::state::StateDir;
@@ -318,7 +318,12 @@ impl Engine {
             if !self.config.notifies() {
                 self.view.update(|v| {
                     for n in &notifications {
-                        count(v, &n.condition.alert.to_string(), "not_configured", EMAIL);
+                        count(
+                            v,
+                            n.condition.alert.as_str(),
+                            Delivered::NotConfigured,
+                            EMAIL,
+                        );
                     }
                 });
             }
@@ -621,7 +626,7 @@ impl Engine {
                     message.subject,
                     message.channel
                 );
-                "sent"
+                Delivered::Sent
             }
             Outcome::Retry(e, after) => {
                 message.attempts += 1;
@@ -635,7 +640,7 @@ impl Engine {
                     message.channel,
                     message.attempts
                 );
-                "failed"
+                Delivered::Failed
             }
             Outcome::Rejected(e) => {
                 tracing::error!(
@@ -645,7 +650,7 @@ impl Engine {
                     message.subject,
                     message.channel
                 );
-                "rejected"
+                Delivered::Rejected
             }
         };
         self.view.update(|v| {
@@ -760,8 +765,8 @@ fn with_stacks(batch: &mut [payload::Alert], stacks: &crate::sinks::status::Stac
 /// Every outcome an enabled rule can have starts at 0: `increase()` over a counter that
 /// appears at 1 misses the first notification, so an alert on failed emails would too.
 fn seed_notification_counters(config: &AlertConfig, view: &mut AlertView) {
-    let mut channels: Vec<(&str, &[&str])> = Vec::new();
-    const DELIVERED: &[&str] = &["sent", "failed", "rejected"];
+    let mut channels: Vec<(&str, &[Delivered])> = Vec::new();
+    const DELIVERED: &[Delivered] = &[Delivered::Sent, Delivered::Failed, Delivered::Rejected];
     if config.delivery.is_some() {
         channels.push((EMAIL, DELIVERED));
     }
@@ -769,7 +774,7 @@ fn seed_notification_counters(config: &AlertConfig, view: &mut AlertView) {
         channels.push((&channel.name, DELIVERED));
     }
     if channels.is_empty() {
-        channels.push((EMAIL, &["not_configured"]));
+        channels.push((EMAIL, &[Delivered::NotConfigured]));
     }
     for (alert, rule) in &config.rules.0 {
         if !rule.enabled {
@@ -778,21 +783,17 @@ fn seed_notification_counters(config: &AlertConfig, view: &mut AlertView) {
         for (channel, results) in &channels {
             for result in *results {
                 view.notifications
-                    .entry((
-                        alert.to_string(),
-                        (*result).to_owned(),
-                        (*channel).to_owned(),
-                    ))
+                    .entry(NotificationKey::new(alert.as_str(), *result, channel))
                     .or_default();
             }
         }
     }
 }
 
-fn count(view: &mut AlertView, alert: &str, result: &str, channel: &str) {
+fn count(view: &mut AlertView, alert: &str, result: Delivered, channel: &str) {
     *view
         .notifications
-        .entry((alert.to_owned(), result.to_owned(), channel.to_owned()))
+        .entry(NotificationKey::new(alert, result, channel))
         .or_default() += 1;
 }
 
@@ -953,8 +954,8 @@ mod tests {
     fn outcomes(view: &AlertView, alert: &str) -> Vec<(String, u64)> {
         view.notifications
             .iter()
-            .filter(|((a, _, _), _)| a == alert)
-            .map(|((_, result, _), n)| (result.clone(), *n))
+            .filter(|(key, _)| key.alert == alert)
+            .map(|(key, n)| (key.result.to_string(), *n))
             .collect()
     }
 
@@ -1048,7 +1049,7 @@ mod tests {
     #[test]
     fn seeding_keeps_counts_already_made() {
         let mut view = AlertView::default();
-        count(&mut view, "Stalled", "not_configured", EMAIL);
+        count(&mut view, "Stalled", Delivered::NotConfigured, EMAIL);
         seed_notification_counters(&config(None), &mut view);
         assert_eq!(
             outcomes(&view, "Stalled"),

@@ -6,7 +6,7 @@
 use super::{Engine, Round};
 use crate::clock;
 use crate::lock::Locked;
-use crate::model::{ActionRun, AlertView};
+use crate::model::{ActionResult, ActionRun, AlertView};
 use crate::sinks::alert::action::runner::{Finished, Launch};
 use crate::sinks::alert::action::{self, runner};
 use crate::sinks::alert::lifecycle::{Kind, Notification};
@@ -135,7 +135,7 @@ impl Engine {
             alert: alert.alert.to_string(),
             partition: alert.partition.clone(),
             started_at: now,
-            result: "running".into(),
+            result: ActionResult::Running,
             said: format!("running `{}`", action.name),
             ..ActionRun::default()
         };
@@ -197,7 +197,7 @@ impl Engine {
         self.saved.actions.end(name, &key, launch.since, &said, now);
         let result = finished.result();
         match result {
-            "ok" | "dry_run" => tracing::info!(action = name, "{said}"),
+            ActionResult::Ok | ActionResult::DryRun => tracing::info!(action = name, "{said}"),
             _ => tracing::warn!(
                 action = name,
                 "{said}; it printed: {}",
@@ -206,15 +206,15 @@ impl Engine {
         }
         self.view.update(|v| {
             *v.action_counts
-                .entry((name.to_owned(), result.to_owned()))
+                .entry((name.to_owned(), result))
                 .or_default() += 1;
             let run = v
                 .action_runs
                 .iter_mut()
                 .rev()
-                .find(|r| r.action == name && r.result == "running");
+                .find(|r| r.action == name && r.result == ActionResult::Running);
             if let Some(run) = run {
-                run.result = result.to_owned();
+                run.result = result;
                 run.seconds = Some(finished.seconds);
                 run.exit_code = finished.exit_code();
                 run.said = said.clone();
@@ -233,22 +233,29 @@ impl Engine {
 /// Every outcome of every action starts at zero, so `increase()` sees the first run; and the
 /// last runs come back from the state directory.
 pub(super) fn seed(config: &AlertConfig, state: Option<&StateDir>, view: &mut AlertView) {
-    let results: &[&str] = if config.actions.dry_run {
-        &["dry_run"]
+    let results: &[ActionResult] = if config.actions.dry_run {
+        &[ActionResult::DryRun]
     } else {
-        &["ok", "failed", "timeout"]
+        &[
+            ActionResult::Ok,
+            ActionResult::Failed,
+            ActionResult::Timeout,
+        ]
     };
     for action in &config.actions.list {
         for result in results {
             view.action_counts
-                .entry((action.name.clone(), (*result).to_owned()))
+                .entry((action.name.clone(), *result))
                 .or_default();
         }
     }
     if let Some(mut runs) = state.and_then(|s| s.load_json::<Vec<ActionRun>>(ACTIONS)) {
         // A run the last life saw start has no one to wait for it now.
-        for run in runs.iter_mut().filter(|r| r.result == "running") {
-            run.result = "interrupted".into();
+        for run in runs
+            .iter_mut()
+            .filter(|r| r.result == ActionResult::Running)
+        {
+            run.result = ActionResult::Interrupted;
         }
         view.action_runs = runs;
     }
