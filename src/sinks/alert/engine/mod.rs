@@ -20,7 +20,6 @@ mod outbox;
 mod persistence;
 mod test_notify;
 
-pub use self::actions::QUICK_ACTION;
 pub use super::settings::{AlertConfig, Delivery};
 pub use test_notify::{send_test, send_tests, test_notify};
 
