@@ -5,6 +5,7 @@
 //! without sleeping.
 
 mod access;
+mod alert_counts;
 mod discovery;
 mod evidence;
 mod gpu;
@@ -22,6 +23,7 @@ pub mod stacks;
 mod updates;
 mod window;
 
+pub use alert_counts::{ActionResult, Delivered, NotificationKey};
 pub use discovery::{
     Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, BY_CONNECTION, ONLY_ONE,
 };
@@ -259,8 +261,8 @@ pub struct AlertView {
     /// Rounds of the alert engine: evaluated, and held back while an input is on its first
     /// read.
     pub rounds: AlertRounds,
-    /// Notification outcomes by (alert, result, channel).
-    pub notifications: BTreeMap<(String, String, String), u64>,
+    /// Notification outcomes by alert, result and channel.
+    pub notifications: BTreeMap<NotificationKey, u64>,
     /// Alert emails sent without their chart because it could not be drawn.
     pub chart_failures: u64,
     /// When the heartbeat's outside service last took a ping.
@@ -269,7 +271,7 @@ pub struct AlertView {
     /// engine, which takes them when a stuck run's alert fires).
     pub stacks: Option<std::sync::Arc<stacks::Captures>>,
     /// Action runs by (action, result), for `pulse_actions_total`.
-    pub action_counts: BTreeMap<(String, String), u64>,
+    pub action_counts: BTreeMap<(String, ActionResult), u64>,
     /// The latest action runs, the newest last (docs/alerts.md#actions).
     pub action_runs: Vec<ActionRun>,
 }
@@ -283,7 +285,7 @@ pub struct ActionRun {
     pub partition: Option<String>,
     pub started_at: Seconds,
     /// `running` until it ends, then `ok`, `failed`, `timeout` or `dry_run`.
-    pub result: String,
+    pub result: ActionResult,
     #[serde(default)]
     pub seconds: Option<f64>,
     #[serde(default)]

@@ -66,12 +66,12 @@ pub(super) fn encode(view: &AlertView, enc: &mut Out) -> fmt::Result {
         "pulse_notifications",
         "Alert notifications by outcome (sent, failed: an attempt that will be retried, rejected: dropped for good, not_configured) and channel (email, alertmanager_urls[i], webhooks[i]).",
         MetricType::Counter,
-        view.notifications.iter().map(|((alert, result, channel), n)| {
+        view.notifications.iter().map(|(key, n)| {
             (
                 [
-                    ("alert", alert.as_str()),
-                    ("result", result.as_str()),
-                    ("channel", channel.as_str()),
+                    ("alert", key.alert.as_str()),
+                    ("result", key.result.as_str()),
+                    ("channel", key.channel.as_str()),
                 ],
                 ConstCounter::new(*n),
             )

@@ -502,7 +502,7 @@ mod tests {
                 action: "restart-sglang".into(),
                 alert: "ServerHung".into(),
                 started_at: -60.0,
-                result: "ok".into(),
+                result: crate::model::ActionResult::Ok,
                 said: "ran `restart-sglang` (exit 0, 12 s)".into(),
                 ..Default::default()
             }],

@@ -4,6 +4,7 @@
 //! with it (docs/alerts.md#actions).
 
 use super::{Action, Facts};
+use crate::model::ActionResult;
 use crate::rules::{Cause, Condition};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -133,12 +134,12 @@ pub struct Finished {
 
 impl Finished {
     /// The result label of `pulse_actions_total`.
-    pub fn result(&self) -> &'static str {
+    pub fn result(&self) -> ActionResult {
         match self.ended {
-            Ended::Exited(0) => "ok",
-            Ended::TimedOut => "timeout",
-            Ended::DryRun => "dry_run",
-            _ => "failed",
+            Ended::Exited(0) => ActionResult::Ok,
+            Ended::TimedOut => ActionResult::Timeout,
+            Ended::DryRun => ActionResult::DryRun,
+            _ => ActionResult::Failed,
         }
     }
 

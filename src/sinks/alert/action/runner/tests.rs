@@ -29,7 +29,7 @@ fn a_hanging_command_is_killed_at_its_timeout_with_its_process_group() {
         &Groups::default(),
     );
     assert_eq!(finished.ended, Ended::TimedOut);
-    assert_eq!(finished.result(), "timeout");
+    assert_eq!(finished.result().as_str(), "timeout");
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     let pid = pid.trim();
     assert!(!pid.is_empty());
@@ -56,7 +56,7 @@ fn a_failing_command_says_its_exit_code_and_output() {
         &Groups::default(),
     );
     assert_eq!(finished.ended, Ended::Exited(3));
-    assert_eq!(finished.result(), "failed");
+    assert_eq!(finished.result().as_str(), "failed");
     assert_eq!(finished.output, "out\n\n--- stderr ---\nerr\n");
     assert!(finished.said("fix").starts_with("ran `fix` (exit 3, "));
 }
@@ -72,7 +72,7 @@ fn a_missing_program_is_not_started() {
         &Groups::default(),
     );
     assert!(matches!(finished.ended, Ended::NotStarted(_)));
-    assert_eq!(finished.result(), "failed");
+    assert_eq!(finished.result().as_str(), "failed");
 }
 
 #[test]
