@@ -325,6 +325,18 @@ pub fn backoff(attempts: u32, base: f64) -> f64 {
     (base * 2f64.powi(attempts.saturating_sub(1).min(16) as i32)).min(60.0 * base)
 }
 
+/// The `alert` field of a log event about notifications: each alert once, comma-separated
+/// (`Stalled`, or `Stalled,ServerDown` for one email about several).
+pub fn alert_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut distinct: Vec<&str> = Vec::new();
+    for name in names {
+        if !distinct.contains(&name) {
+            distinct.push(name);
+        }
+    }
+    distinct.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,7 +103,7 @@ impl Composer {
             Err(e) => {
                 tracing::error!(
                     channel = EMAIL,
-                    alert = %super::alert_names(alerts.iter().map(String::as_str)),
+                    alert = %delivery::alert_names(alerts.iter().map(String::as_str)),
                     "cannot compose the alert email: {e}"
                 );
                 None

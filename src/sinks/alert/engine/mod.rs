@@ -12,6 +12,7 @@
 //! - [`persistence`]: what of all this the state directory keeps (`alerts.json` and others);
 //! - [`test_notify`]: `test-notify`'s message past all of it.
 
+mod acting;
 mod actions;
 mod compose;
 mod episodes;
@@ -29,7 +30,7 @@ use self::episodes::Episodes;
 use self::evaluation::Evaluation;
 use self::outbox::Outbox;
 use self::persistence::{Persistence, Snapshot};
-use super::delivery::{Outcome, EMAIL};
+use super::delivery::{alert_names, Outcome, EMAIL};
 use super::email;
 use super::lifecycle::{Kind, Notification};
 use super::silence::Store;
@@ -303,18 +304,6 @@ impl Engine {
             actions: &self.actions.ledger,
         });
     }
-}
-
-/// The `alert` field of a log event about notifications: each alert once, comma-separated
-/// (`Stalled`, or `Stalled,ServerDown` for one email about several).
-fn alert_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let mut distinct: Vec<&str> = Vec::new();
-    for name in names {
-        if !distinct.contains(&name) {
-            distinct.push(name);
-        }
-    }
-    distinct.join(",")
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ impl Outbox {
         };
         let now = clock::now();
         let message = &mut self.queue[i];
-        let alert = super::alert_names(message.alerts.iter().map(String::as_str));
+        let alert = delivery::alert_names(message.alerts.iter().map(String::as_str));
         let result = match &outcome {
             Outcome::Sent => {
                 tracing::info!(
