@@ -62,7 +62,7 @@ impl Run {
     }
 
     pub fn process(&self) -> &Option<ProcessState> {
-        &self.process
+        &self.process.state
     }
 
     pub fn server(&self) -> &Option<ServerState> {
@@ -118,7 +118,7 @@ impl Run {
     }
 
     pub fn discovered(&self) -> &Option<Discovered> {
-        &self.discovered
+        &self.discovered.found
     }
 
     pub fn plan(&self) -> &Plan {
@@ -159,11 +159,11 @@ impl Run {
     }
 
     pub fn process_mut(&mut self) -> &mut Option<ProcessState> {
-        &mut self.process
+        &mut self.process.state
     }
 
     pub fn discovered_mut(&mut self) -> &mut Option<Discovered> {
-        &mut self.discovered
+        &mut self.discovered.found
     }
 
     pub fn gpus_mut(&mut self) -> &mut Option<GpuReading> {

@@ -25,7 +25,8 @@ mod window;
 
 pub use alert_counts::{ActionResult, Delivered, NotificationKey};
 pub use discovery::{
-    Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, BY_CONNECTION, ONLY_ONE,
+    Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, DiscoveryFacts, BY_CONNECTION,
+    ONLY_ONE,
 };
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
@@ -33,7 +34,7 @@ pub use gpu::{
     PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
-pub use node::{ProcessChange, ProcessState, ServerFacts, ServerState};
+pub use node::{ProcessChange, ProcessFacts, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
 };
@@ -129,7 +130,7 @@ pub struct Run {
     gpu: Gpus,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
-    process: Option<ProcessState>,
+    process: ProcessFacts,
     /// The inference server as its probe and its log say.
     #[serde(skip)]
     server: ServerFacts,
@@ -164,7 +165,7 @@ pub struct Run {
     identities_stored: usize,
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
-    discovered: Option<Discovered>,
+    discovered: DiscoveryFacts,
     /// The deadline, budgets and price the run is held to (from the configuration).
     #[serde(skip)]
     plan: Plan,

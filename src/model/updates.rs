@@ -28,7 +28,7 @@ impl Run {
         self.plan = plan;
         self.identity = identity;
         self.collectors_on = collectors_on;
-        self.discovered = discovered;
+        self.discovered = DiscoveryFacts { found: discovered };
     }
 }
 
@@ -36,7 +36,7 @@ impl Run {
 impl Run {
     /// What discovery found in the run folder, as of its latest look.
     pub fn set_discovered(&mut self, found: Discovered) {
-        self.discovered = Some(found);
+        self.discovered.found = Some(found);
     }
 
     /// The node's role in the run as the evidence now says it (docs/many-nodes.md#roles): a
@@ -169,9 +169,7 @@ impl Run {
 
     /// The driver process found now (its pid), or none: what changed since the last look.
     pub fn process_seen(&mut self, pid: Option<u32>, now: Seconds) -> Option<ProcessChange> {
-        self.process
-            .get_or_insert_with(ProcessState::default)
-            .observe(pid, now)
+        self.process.seen(pid, now)
     }
 
     /// The run's id, as the run-id source read it for the run `runs_started` counts.
