@@ -58,7 +58,8 @@ impl Run {
             .flatten()
             .fold(log_at, f64::max);
         let outputs_since = self
-            .outputs_resumed
+            .outputs
+            .resumed
             .get(v.name)
             .copied()
             .filter(|r| *r > log_at);

@@ -112,21 +112,17 @@ impl Run {
 impl Run {
     /// Whether `path` is refused now for being no regular file (a FIFO, a socket).
     pub fn file_refused(&mut self, path: String, refused: bool) {
-        if refused {
-            self.refused_files.insert(path);
-        } else {
-            self.refused_files.remove(&path);
-        }
+        self.outputs.refuse(path, refused);
     }
 
     /// Record ids remembered on the node now.
     pub fn set_identities_stored(&mut self, stored: usize) {
-        self.identities_stored = stored;
+        self.outputs.identities_stored = stored;
     }
 
     /// An input file's planned requests.
     pub fn set_input_file(&mut self, path: String, file: InputFile) {
-        Arc::make_mut(&mut self.inputs).insert(path, file);
+        Arc::make_mut(&mut self.outputs.inputs).insert(path, file);
     }
 
     /// A reader of the output source went into `path` (a file, or a glob) at `now`.
@@ -146,7 +142,7 @@ impl Run {
 
     /// How the output source holds and watches its files, as of its latest pass.
     pub fn set_output_files(&mut self, files: OutputFiles) {
-        self.output_files = files;
+        self.outputs.held = files;
     }
 }
 
