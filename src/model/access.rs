@@ -126,7 +126,7 @@ impl Run {
     }
 
     pub fn gpu_seconds(&self) -> f64 {
-        self.gpu_seconds
+        self.gpu.seconds()
     }
 
     pub fn identity(&self) -> &Option<crate::run_identity::RunLabel> {

@@ -94,9 +94,6 @@ pub struct Run {
     /// snapshot of these.
     #[serde(skip)]
     outputs: Outputs,
-    /// The GPUs' latest reading and XID errors.
-    #[serde(skip)]
-    gpu: Gpus,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
     process: ProcessFacts,
@@ -123,9 +120,10 @@ pub struct Run {
     /// The deadline, budgets and price the run is held to (from the configuration).
     #[serde(skip)]
     plan: Plan,
-    /// GPU time the run has held while a partition was being processed.
-    #[serde(default)]
-    gpu_seconds: f64,
+    /// The GPUs' latest reading and XID errors, and the GPU time the run has held while a
+    /// partition was being processed: only that time is in a snapshot, under its own name.
+    #[serde(default, rename = "gpu_seconds", with = "gpu::held_seconds")]
+    gpu: Gpus,
     /// The run this node belongs to (from the configuration); `None` on a node with no run.
     #[serde(skip)]
     identity: Option<crate::run_identity::RunLabel>,
@@ -384,7 +382,7 @@ impl Run {
         self.working_at = None;
         Arc::make_mut(&mut self.partitions).clear();
         self.outputs.new_run();
-        self.gpu_seconds = 0.0;
+        self.gpu.new_run();
         for stats in &mut self.logs {
             stats.current = None;
         }
