@@ -34,23 +34,23 @@ impl Run {
     }
 
     pub fn outputs(&self) -> &BTreeMap<String, OutputFile> {
-        &self.outputs
+        &self.outputs.files
     }
 
     pub fn outputs_generation(&self) -> u64 {
-        self.outputs_generation
+        self.outputs.generation
     }
 
     pub fn output_totals(&self) -> &outputs::OutputTotals {
-        &self.output_totals
+        &self.outputs.totals
     }
 
     pub fn inputs(&self) -> &BTreeMap<String, InputFile> {
-        &self.inputs
+        &self.outputs.inputs
     }
 
     pub fn output_tokens(&self) -> &BTreeMap<String, Window> {
-        &self.output_tokens
+        &self.outputs.tokens
     }
 
     pub fn gpu(&self) -> &Gpus {
@@ -62,7 +62,7 @@ impl Run {
     }
 
     pub fn process(&self) -> &Option<ProcessState> {
-        &self.process
+        &self.process.state
     }
 
     pub fn server(&self) -> &Option<ServerState> {
@@ -94,11 +94,11 @@ impl Run {
     }
 
     pub fn refused_files(&self) -> &std::collections::BTreeSet<String> {
-        &self.refused_files
+        &self.outputs.refused
     }
 
     pub fn output_files(&self) -> OutputFiles {
-        self.output_files
+        self.outputs.held
     }
 
     pub fn history(&self) -> &history::History {
@@ -106,19 +106,19 @@ impl Run {
     }
 
     pub fn outputs_resumed(&self) -> &BTreeMap<String, Seconds> {
-        &self.outputs_resumed
+        &self.outputs.resumed
     }
 
     pub fn passes(&self) -> &BTreeMap<String, PassMark> {
-        &self.passes
+        &self.outputs.passes
     }
 
     pub fn identities_stored(&self) -> usize {
-        self.identities_stored
+        self.outputs.identities_stored
     }
 
     pub fn discovered(&self) -> &Option<Discovered> {
-        &self.discovered
+        &self.discovered.found
     }
 
     pub fn plan(&self) -> &Plan {
@@ -126,7 +126,7 @@ impl Run {
     }
 
     pub fn gpu_seconds(&self) -> f64 {
-        self.gpu_seconds
+        self.gpu.seconds()
     }
 
     pub fn identity(&self) -> &Option<crate::run_identity::RunLabel> {
@@ -159,11 +159,11 @@ impl Run {
     }
 
     pub fn process_mut(&mut self) -> &mut Option<ProcessState> {
-        &mut self.process
+        &mut self.process.state
     }
 
     pub fn discovered_mut(&mut self) -> &mut Option<Discovered> {
-        &mut self.discovered
+        &mut self.discovered.found
     }
 
     pub fn gpus_mut(&mut self) -> &mut Option<GpuReading> {
@@ -171,11 +171,11 @@ impl Run {
     }
 
     pub fn outputs_mut(&mut self) -> &mut BTreeMap<String, OutputFile> {
-        Arc::make_mut(&mut self.outputs)
+        Arc::make_mut(&mut self.outputs.files)
     }
 
     pub fn inputs_mut(&mut self) -> &mut BTreeMap<String, InputFile> {
-        Arc::make_mut(&mut self.inputs)
+        Arc::make_mut(&mut self.outputs.inputs)
     }
 
     pub fn partitions_mut(&mut self) -> &mut BTreeMap<String, Partition> {

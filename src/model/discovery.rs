@@ -34,6 +34,22 @@ pub struct Discovered {
     pub server_note: Option<String>,
 }
 
+/// What discovery found, as the run holds it: `None` without `--run-dir`. It is given by this
+/// start (the configuration, then discovery's scans), never restored from a snapshot, so a
+/// server found before a restart is not taken for the run's now.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoveryFacts {
+    pub(super) found: Option<Discovered>,
+}
+
+impl DiscoveryFacts {
+    /// The server discovery tied to the run. A guess (the only server on the node) is never
+    /// evidence (docs/claims.md): its processes say nothing of the run's.
+    pub(super) fn tied_server(&self) -> Option<&DiscoveredServer> {
+        self.found.as_ref()?.server.as_ref().filter(|s| s.tied())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiscoveredLog {
     pub path: String,

@@ -58,7 +58,8 @@ impl Run {
             .flatten()
             .fold(log_at, f64::max);
         let outputs_since = self
-            .outputs_resumed
+            .outputs
+            .resumed
             .get(v.name)
             .copied()
             .filter(|r| *r > log_at);
@@ -113,7 +114,7 @@ impl Run {
     /// partition (announced, or planned by its input files) has not reached its plan.
     pub fn unfinished(&self, views: &[PartitionView<'_>]) -> bool {
         !self.finished(views)
-            && (self.process.as_ref().is_some_and(|p| p.up)
+            && (self.process.up()
                 || views.iter().any(|v| {
                     v.planned()
                         .is_some_and(|planned| v.completed().unwrap_or(0) < planned)
@@ -135,7 +136,7 @@ impl Run {
     /// after and no partition active: a process that is not the sidecar's child leaves no
     /// exit status, so what it said last is the evidence that it ended cleanly.
     pub fn ended_after_stage_done(&self) -> bool {
-        self.stage_done && self.process.as_ref().is_some_and(|p| !p.up) && !self.any_active()
+        self.stage_done && self.process.gone() && !self.any_active()
     }
 
     /// Whether every partition reached its plan (or the log says it did).
@@ -179,10 +180,7 @@ impl Run {
     /// latest word a working line, not a stage's end) while its driver runs. A library's run
     /// announces no partition, and its waiting on the server is this.
     pub fn working(&self) -> bool {
-        self.any_active()
-            || (self.working_at.is_some()
-                && !self.stage_done
-                && self.process.as_ref().is_none_or(|p| p.up))
+        self.any_active() || (self.working_at.is_some() && !self.stage_done && !self.process.gone())
     }
 }
 

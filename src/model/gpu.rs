@@ -356,6 +356,8 @@ pub struct Gpus {
     xid_errors: BTreeMap<(String, String), u64>,
     /// The last XID code per GPU UUID, for the `GpuLost` email.
     last_xid: BTreeMap<String, u64>,
+    /// GPU time the run has held while it was at work: its cost, kept across restarts.
+    seconds: f64,
 }
 
 impl Gpus {
@@ -371,8 +373,31 @@ impl Gpus {
         &self.last_xid
     }
 
+    #[cfg(test)]
     pub(super) fn reading_mut(&mut self) -> &mut Option<GpuReading> {
         &mut self.reading
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.seconds
+    }
+
+    /// Takes a new reading, counting the GPUs held since the last one where the run was at
+    /// `work` and the readings are no more than `gap` apart (idle time between runs, or a
+    /// sampler that was stuck, is not the run's).
+    pub(super) fn take(&mut self, reading: GpuReading, work: bool, gap: super::Seconds) {
+        if let Some(last) = &self.reading {
+            let dt = reading.at - last.at;
+            if work && dt > 0.0 && dt <= gap {
+                self.seconds += last.devices.len() as f64 * dt;
+            }
+        }
+        self.reading = Some(reading);
+    }
+
+    /// A new run begins: the GPU time held so far was the run before's.
+    pub(super) fn new_run(&mut self) {
+        self.seconds = 0.0;
     }
 
     /// A critical XID error on GPU `uuid`; `code` where NVML said it.
@@ -382,5 +407,23 @@ impl Gpus {
         if let Some(code) = code {
             self.last_xid.insert(uuid, code);
         }
+    }
+}
+
+/// A snapshot keeps of the GPUs only the time the run held them, as the number it always
+/// was (`gpu_seconds`), so snapshots written before the GPUs' facts were grouped still read.
+pub(super) mod held_seconds {
+    use super::Gpus;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(gpus: &Gpus, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_f64(gpus.seconds)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Gpus, D::Error> {
+        Ok(Gpus {
+            seconds: f64::deserialize(from)?,
+            ..Gpus::default()
+        })
     }
 }

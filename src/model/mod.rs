@@ -25,7 +25,8 @@ mod window;
 
 pub use alert_counts::{ActionResult, Delivered, NotificationKey};
 pub use discovery::{
-    Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, BY_CONNECTION, ONLY_ONE,
+    Discovered, DiscoveredLog, DiscoveredProcess, DiscoveredServer, DiscoveryFacts, BY_CONNECTION,
+    ONLY_ONE,
 };
 pub use evidence::{Evidence, FIRST_REPORT_DEFAULT};
 pub use gpu::{
@@ -33,9 +34,10 @@ pub use gpu::{
     PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
-pub use node::{ProcessChange, ProcessState, ServerFacts, ServerState};
+pub use node::{ProcessChange, ProcessFacts, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
-    InputFile, OutputFile, OutputStats, PartitionView, PassMark, RunTotals, MISMATCH_MIN_GAP,
+    InputFile, OutputFile, OutputFiles, OutputStats, Outputs, PartitionView, PassMark, RunTotals,
+    MISMATCH_MIN_GAP,
 };
 pub use partition::Partition;
 pub use plan::{Deadline, Plan, Projection, BAND_WINDOWS, BAND_WINDOW_POINTS};
@@ -60,18 +62,6 @@ pub const HUNG_AFTER: Seconds = 10.0;
 
 /// Partition name used when a format names none and no header announced one.
 pub const DEFAULT_PARTITION: &str = "default";
-
-/// How the output source holds and watches its files (`docs/formats.md`, many files).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OutputFiles {
-    /// Output and input files followed.
-    pub followed: usize,
-    /// Of them, those holding a descriptor now.
-    pub open: usize,
-    /// Folders whose changes inotify reports, and folders polled instead.
-    pub watched_folders: usize,
-    pub polled_folders: usize,
-}
 
 /// The whole run as seen through its logs. Serializable: the state directory keeps it across
 /// sidecar restarts, together with the tail positions it corresponds to.
@@ -100,36 +90,13 @@ pub struct Run {
     collectors_on: crate::collectors::Collectors,
     /// The last lines of the logs, matched or not, for the alert email and the status view.
     recent_lines: Arc<RecentLines>,
-    /// Output files by path. The output source keeps its own snapshot of these.
+    /// The output and input files, as the output source reads them. It keeps its own
+    /// snapshot of these.
     #[serde(skip)]
-    outputs: Arc<BTreeMap<String, OutputFile>>,
-    /// Goes up with every change to `outputs` made through [`Run::set_output_file`].
-    #[serde(skip)]
-    outputs_generation: u64,
-    /// `outputs` summed per partition, as of [`Run::refresh_output_totals`]: with ten thousand
-    /// files, summing them at every scrape and every rule round is most of an idle sidecar's
-    /// work, and they change only when a file does.
-    #[serde(skip)]
-    output_totals: outputs::OutputTotals,
-    /// Input files (planned requests) by path.
-    #[serde(skip)]
-    inputs: Arc<BTreeMap<String, InputFile>>,
-    /// Cumulative output tokens per partition over time.
-    #[serde(skip)]
-    output_tokens: Arc<BTreeMap<String, Window>>,
-    /// Cumulative output records per partition over time: the rate a run whose log reports
-    /// none (a library's) works at.
-    #[serde(skip)]
-    output_records: Arc<BTreeMap<String, Window>>,
-    /// The log lines read when the output tokens were last noted in full.
-    #[serde(skip)]
-    lines_at_output_note: u64,
-    /// The GPUs' latest reading and XID errors.
-    #[serde(skip)]
-    gpu: Gpus,
+    outputs: Outputs,
     /// The driver process, when a probe for it is configured.
     #[serde(skip)]
-    process: Option<ProcessState>,
+    process: ProcessFacts,
     /// The inference server as its probe and its log say.
     #[serde(skip)]
     server: ServerFacts,
@@ -144,33 +111,19 @@ pub struct Run {
     /// last GPU reading is stale then, and its figures are not exported).
     #[serde(skip)]
     calls: Calls,
-    /// Output and input paths refused now for being no regular file (a FIFO, a socket).
-    #[serde(skip)]
-    refused_files: std::collections::BTreeSet<String>,
-    /// How the output source holds and watches its files, as of its last pass.
-    #[serde(skip)]
-    output_files: OutputFiles,
     /// The recent past at a fixed resolution; saved on its own (`history.json`).
     #[serde(skip)]
     history: Arc<history::History>,
-    /// Per partition, the first output write seen after its latest progress line.
-    #[serde(skip)]
-    outputs_resumed: BTreeMap<String, Seconds>,
-    /// Per partition, what its output files held when the driver's latest pass over it began.
-    #[serde(skip)]
-    passes: BTreeMap<String, PassMark>,
-    /// Record ids remembered on the node, against `identity_cap`.
-    #[serde(skip)]
-    identities_stored: usize,
     /// What discovery found, with `--run-dir`.
     #[serde(skip)]
-    discovered: Option<Discovered>,
+    discovered: DiscoveryFacts,
     /// The deadline, budgets and price the run is held to (from the configuration).
     #[serde(skip)]
     plan: Plan,
-    /// GPU time the run has held while a partition was being processed.
-    #[serde(default)]
-    gpu_seconds: f64,
+    /// The GPUs' latest reading and XID errors, and the GPU time the run has held while a
+    /// partition was being processed: only that time is in a snapshot, under its own name.
+    #[serde(default, rename = "gpu_seconds", with = "gpu::held_seconds")]
+    gpu: Gpus,
     /// The run this node belongs to (from the configuration); `None` on a node with no run.
     #[serde(skip)]
     identity: Option<crate::run_identity::RunLabel>,
@@ -428,9 +381,8 @@ impl Run {
         self.stage_done = false;
         self.working_at = None;
         Arc::make_mut(&mut self.partitions).clear();
-        self.passes.clear();
-        self.outputs_resumed.clear();
-        self.gpu_seconds = 0.0;
+        self.outputs.new_run();
+        self.gpu.new_run();
         for stats in &mut self.logs {
             stats.current = None;
         }

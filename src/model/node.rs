@@ -15,6 +15,32 @@ pub struct ProcessState {
     pub exits: u64,
 }
 
+/// The driver process's facts in the run, as its probe last saw it: `None` until a probe for
+/// it is configured and has looked, which is no word on the process either way.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessFacts {
+    pub(super) state: Option<ProcessState>,
+}
+
+impl ProcessFacts {
+    /// The process found now (its pid), or none: what changed since the last look.
+    pub(super) fn seen(&mut self, pid: Option<u32>, now: Seconds) -> Option<ProcessChange> {
+        self.state
+            .get_or_insert_with(ProcessState::default)
+            .observe(pid, now)
+    }
+
+    /// The probe saw it running.
+    pub(super) fn up(&self) -> bool {
+        self.state.as_ref().is_some_and(|p| p.up)
+    }
+
+    /// The probe saw it gone.
+    pub(super) fn gone(&self) -> bool {
+        self.state.as_ref().is_some_and(|p| !p.up)
+    }
+}
+
 /// What changed between two observations of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessChange {

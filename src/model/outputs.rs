@@ -170,6 +170,154 @@ impl OutputStats {
     }
 }
 
+/// The output source's facts in the run: the output and input files it follows, what is
+/// derived from them alone (the totals, the token and record windows, where each partition's
+/// pass and resumption began), and how it holds them. None of it is in a snapshot: the
+/// output source keeps its own, and reads the files again at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// Output files by path.
+    pub(super) files: Arc<BTreeMap<String, OutputFile>>,
+    /// Goes up with every change to `files` made through [`Outputs::set_file`].
+    pub(super) generation: u64,
+    /// `files` summed per partition, as of [`Outputs::refresh_totals`]: with ten thousand
+    /// files, summing them at every scrape and every rule round is most of an idle sidecar's
+    /// work, and they change only when a file does.
+    pub(super) totals: OutputTotals,
+    /// Input files (planned requests) by path.
+    pub(super) inputs: Arc<BTreeMap<String, InputFile>>,
+    /// Cumulative output tokens per partition over time.
+    pub(super) tokens: Arc<BTreeMap<String, Window>>,
+    /// Cumulative output records per partition over time: the rate a run whose log reports
+    /// none (a library's) works at.
+    pub(super) records: Arc<BTreeMap<String, Window>>,
+    /// The log lines read when the output tokens were last noted in full.
+    pub(super) lines_at_note: u64,
+    /// Output and input paths refused now for being no regular file (a FIFO, a socket).
+    pub(super) refused: std::collections::BTreeSet<String>,
+    /// How the output source holds and watches its files, as of its last pass.
+    pub(super) held: OutputFiles,
+    /// Per partition, the first output write seen after its latest progress line.
+    pub(super) resumed: BTreeMap<String, Seconds>,
+    /// Per partition, what its output files held when the driver's latest pass over it began.
+    pub(super) passes: BTreeMap<String, PassMark>,
+    /// Record ids remembered on the node, against `identity_cap`.
+    pub(super) identities_stored: usize,
+}
+
+impl Outputs {
+    /// Records a file's counts, so that the totals per partition are known to be out of date.
+    pub(super) fn set_file(&mut self, path: String, file: OutputFile) {
+        Arc::make_mut(&mut self.files).insert(path, file);
+        self.generation += 1;
+    }
+
+    /// Sums `files` per partition again if they changed since.
+    pub(super) fn refresh_totals(&mut self) {
+        let key = self.key();
+        if self.totals.key != key {
+            let by_partition = sum_outputs(&self.files)
+                .into_iter()
+                .map(|(p, totals)| (p.to_owned(), totals))
+                .collect();
+            self.totals = OutputTotals { key, by_partition };
+        }
+    }
+
+    /// What the totals were summed from: the generation, and the number of files. Only the
+    /// output source refreshes the totals, and it changes `files` through
+    /// [`Outputs::set_file`] alone; a model whose files were set directly (a test's) is never
+    /// refreshed, and its views sum the files each time.
+    fn key(&self) -> (u64, usize) {
+        (self.generation, self.files.len())
+    }
+
+    /// The output files summed per partition: the totals where they are up to date.
+    fn summed(&self) -> BTreeMap<&str, (OutputStats, Option<Seconds>)> {
+        if self.totals.key == self.key() {
+            let totals = self.totals.by_partition.iter();
+            totals
+                .map(|(p, (s, l))| (p.as_str(), (s.clone(), *l)))
+                .collect()
+        } else {
+            sum_outputs(&self.files)
+        }
+    }
+
+    /// The input files' planned requests summed per partition.
+    fn input_lines(&self) -> BTreeMap<&str, u64> {
+        let mut inputs: BTreeMap<&str, u64> = BTreeMap::new();
+        for file in self.inputs.values() {
+            *inputs.entry(&file.partition).or_default() += file.lines;
+        }
+        inputs
+    }
+
+    /// Whether `path` is refused now for being no regular file (a FIFO, a socket).
+    pub(super) fn refuse(&mut self, path: String, refused: bool) {
+        if refused {
+            self.refused.insert(path);
+        } else {
+            self.refused.remove(&path);
+        }
+    }
+
+    /// A new run began: nothing of the run before's passes and resumptions is this one's (its
+    /// files stay, as an earlier run's).
+    pub(super) fn new_run(&mut self) {
+        self.passes.clear();
+        self.resumed.clear();
+    }
+
+    /// Time moves on in the token and record windows, with the totals last noted.
+    fn repeat_windows(&mut self, now: Seconds) {
+        for window in Arc::make_mut(&mut self.tokens).values_mut() {
+            window.repeat(now);
+        }
+        for window in Arc::make_mut(&mut self.records).values_mut() {
+            window.repeat(now);
+        }
+    }
+
+    /// Sums the files' tokens and records per partition: what the windows note.
+    fn sum_windows(&self) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        let mut records: BTreeMap<String, u64> = BTreeMap::new();
+        for file in self.files.values() {
+            let total = totals.entry(file.partition.clone()).or_default();
+            *total = total.saturating_add(file.stats.tokens);
+            let count = records.entry(file.partition.clone()).or_default();
+            *count = count.saturating_add(file.stats.records);
+        }
+        (totals, records)
+    }
+
+    /// Notes `counts` in `windows` at `now`; a partition with no files left has no window.
+    fn push_windows(
+        windows: &mut Arc<BTreeMap<String, Window>>,
+        counts: BTreeMap<String, u64>,
+        now: Seconds,
+    ) {
+        Arc::make_mut(windows).retain(|p, _| counts.contains_key(p));
+        for (partition, count) in counts {
+            let window = Arc::make_mut(windows).entry(partition).or_default();
+            window.push(now, count as f64);
+        }
+    }
+}
+
+/// How the output source holds and watches its files (`docs/formats.md`, many files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputFiles {
+    /// Output and input files followed.
+    pub followed: usize,
+    /// Of them, those holding a descriptor now.
+    pub open: usize,
+    /// Folders whose changes inotify reports, and folders polled instead.
+    pub watched_folders: usize,
+    pub polled_folders: usize,
+}
+
 /// The output files summed per partition (their stats and latest write), and what they were
 /// summed from.
 #[derive(Debug, Clone, Default)]
@@ -399,19 +547,8 @@ impl Run {
     ///
     /// With no log and no inputs, nothing can be told apart and nothing is previous.
     pub fn views(&self) -> Vec<PartitionView<'_>> {
-        let mut outputs: BTreeMap<&str, (OutputStats, Option<Seconds>)> =
-            if self.output_totals.key == self.outputs_key() {
-                let totals = self.output_totals.by_partition.iter();
-                totals
-                    .map(|(p, (s, l))| (p.as_str(), (s.clone(), *l)))
-                    .collect()
-            } else {
-                sum_outputs(&self.outputs)
-            };
-        let mut inputs: BTreeMap<&str, u64> = BTreeMap::new();
-        for file in self.inputs.values() {
-            *inputs.entry(&file.partition).or_default() += file.lines;
-        }
+        let mut outputs = self.outputs.summed();
+        let inputs = self.outputs.input_lines();
         let mut names: Vec<&str> = self.partitions.keys().map(String::as_str).collect();
         names.extend(outputs.keys().copied());
         names.extend(inputs.keys().copied());
@@ -444,9 +581,9 @@ impl Run {
                     outputs: stats,
                     last_write,
                     input_lines: inputs.get(name).copied(),
-                    output_tokens: self.output_tokens.get(name),
-                    output_records: self.output_records.get(name),
-                    pass: self.passes.get(name).copied(),
+                    output_tokens: self.outputs.tokens.get(name),
+                    output_records: self.outputs.records.get(name),
+                    pass: self.outputs.passes.get(name).copied(),
                     budget: self.plan.partition_budgets.get(name).copied(),
                 }
             })
@@ -465,14 +602,15 @@ impl Run {
                 continue;
             };
             let known = self
-                .outputs_resumed
+                .outputs
+                .resumed
                 .get(v.name)
                 .is_some_and(|r| *r > log_at);
             if write > log_at && !known {
                 resumed.push((v.name.to_owned(), write));
             }
         }
-        self.outputs_resumed.extend(resumed);
+        self.outputs.resumed.extend(resumed);
     }
 
     /// Marks where each partition's current pass began: at first sight nothing is known to
@@ -511,35 +649,19 @@ impl Run {
                 Some(_) => {}
             }
         }
-        self.passes.extend(marks);
+        self.outputs.passes.extend(marks);
     }
 
     /// Records a file's counts (the output source's one way in), so that the totals per
     /// partition are known to be out of date.
     pub fn set_output_file(&mut self, path: String, file: OutputFile) {
-        Arc::make_mut(&mut self.outputs).insert(path, file);
-        self.outputs_generation += 1;
+        self.outputs.set_file(path, file);
     }
 
-    /// Sums `outputs` per partition again if it changed since; [`Run::views`] then reads the
-    /// sums instead of every file. Views are right without it, only slower.
+    /// Sums the output files per partition again if they changed since; [`Run::views`] then
+    /// reads the sums instead of every file. Views are right without it, only slower.
     pub fn refresh_output_totals(&mut self) {
-        let key = self.outputs_key();
-        if self.output_totals.key != key {
-            let by_partition = sum_outputs(&self.outputs)
-                .into_iter()
-                .map(|(p, totals)| (p.to_owned(), totals))
-                .collect();
-            self.output_totals = OutputTotals { key, by_partition };
-        }
-    }
-
-    /// What the totals were summed from: the generation, and the number of files. Only the
-    /// output source refreshes the totals, and it changes `outputs` through
-    /// [`Run::set_output_file`] alone; a model whose `outputs` were set directly (a test's) is
-    /// never refreshed, and its views sum the files each time.
-    fn outputs_key(&self) -> (u64, usize) {
-        (self.outputs_generation, self.outputs.len())
+        self.outputs.refresh_totals();
     }
 
     /// The partitions of this run: [`Run::views`] without the previous ones.
@@ -565,40 +687,16 @@ impl Run {
     /// ones last noted, and only time moves on in their windows.
     pub fn note_output_tokens(&mut self, now: Seconds, changed: bool) {
         let lines: u64 = self.logs.iter().map(|l| l.lines).sum();
-        if !changed && lines == self.lines_at_output_note {
-            for window in Arc::make_mut(&mut self.output_tokens).values_mut() {
-                window.repeat(now);
-            }
-            for window in Arc::make_mut(&mut self.output_records).values_mut() {
-                window.repeat(now);
-            }
+        if !changed && lines == self.outputs.lines_at_note {
+            self.outputs.repeat_windows(now);
             return;
         }
-        self.lines_at_output_note = lines;
-        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
-        let mut records: BTreeMap<String, u64> = BTreeMap::new();
-        for file in self.outputs.values() {
-            let total = totals.entry(file.partition.clone()).or_default();
-            *total = total.saturating_add(file.stats.tokens);
-            let count = records.entry(file.partition.clone()).or_default();
-            *count = count.saturating_add(file.stats.records);
-        }
-        Arc::make_mut(&mut self.output_records).retain(|p, _| records.contains_key(p));
-        for (partition, count) in records {
-            let window = Arc::make_mut(&mut self.output_records)
-                .entry(partition)
-                .or_default();
-            window.push(now, count as f64);
-        }
+        self.outputs.lines_at_note = lines;
+        let (totals, records) = self.outputs.sum_windows();
+        Outputs::push_windows(&mut self.outputs.records, records, now);
         self.note_outputs_resumed();
         self.note_passes();
-        Arc::make_mut(&mut self.output_tokens).retain(|p, _| totals.contains_key(p));
-        for (partition, tokens) in totals {
-            let window = Arc::make_mut(&mut self.output_tokens)
-                .entry(partition)
-                .or_default();
-            window.push(now, tokens as f64);
-        }
+        Outputs::push_windows(&mut self.outputs.tokens, totals, now);
     }
 }
 

@@ -61,13 +61,8 @@ impl Run {
     /// Counts GPU time from a new reading: the GPUs held since the last one, while a partition
     /// is being processed (idle time between runs is not the run's).
     pub fn take_gpus(&mut self, reading: GpuReading) {
-        if let Some(last) = self.gpu.reading() {
-            let dt = reading.at - last.at;
-            if self.working() && dt > 0.0 && dt <= GPU_GAP {
-                self.gpu_seconds += last.devices.len() as f64 * dt;
-            }
-        }
-        *self.gpu.reading_mut() = Some(reading);
+        let work = self.working();
+        self.gpu.take(reading, work, GPU_GAP);
     }
 
     /// The deadline as a moment, once it is known (one relative to the start needs a start).
@@ -165,7 +160,7 @@ impl Run {
             _ => None,
         };
         let gpus = self.gpu.reading().as_ref().map_or(0, |g| g.devices.len()) as f64;
-        let gpu_hours = self.gpu_seconds / 3600.0;
+        let gpu_hours = self.gpu.seconds() / 3600.0;
         let gpu_hours_projected = eta_seconds.map(|eta| gpu_hours + gpus * eta / 3600.0);
         let price = self.plan.gpu_hour_price;
         Projection {

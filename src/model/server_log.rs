@@ -452,13 +452,7 @@ impl Run {
     /// the OOM killer leaves it. Its `/health` may answer 503 (SGLang) and its gauges stay
     /// where they were, so neither says it; discovery's scans of its processes do.
     pub fn engine_dead(&self) -> Option<String> {
-        // A guess is never evidence (docs/claims.md): its processes say nothing of the run's.
-        let server = self
-            .discovered
-            .as_ref()?
-            .server
-            .as_ref()
-            .filter(|s| s.tied())?;
+        let server = self.discovered.tied_server()?;
         if server.workers_gone.is_empty() {
             return None;
         }

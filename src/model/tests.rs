@@ -382,3 +382,15 @@ fn a_run_begins_with_a_header_or_a_bar_at_nothing() {
         assert!(!starts_a_run(more.as_bytes()), "{more}");
     }
 }
+
+#[test]
+fn a_snapshot_keeps_the_gpu_time_under_its_own_name() {
+    let mut saved = serde_json::to_value(Run::default()).unwrap();
+    saved["gpu_seconds"] = serde_json::json!(90.0);
+    let run: Run = serde_json::from_value(saved.clone()).unwrap();
+    assert_eq!(run.gpu_seconds(), 90.0);
+    assert_eq!(serde_json::to_value(&run).unwrap(), saved);
+    saved.as_object_mut().unwrap().remove("gpu_seconds");
+    let run: Run = serde_json::from_value(saved).unwrap();
+    assert_eq!(run.gpu_seconds(), 0.0);
+}

@@ -28,7 +28,7 @@ impl Run {
         self.plan = plan;
         self.identity = identity;
         self.collectors_on = collectors_on;
-        self.discovered = discovered;
+        self.discovered = DiscoveryFacts { found: discovered };
     }
 }
 
@@ -36,7 +36,7 @@ impl Run {
 impl Run {
     /// What discovery found in the run folder, as of its latest look.
     pub fn set_discovered(&mut self, found: Discovered) {
-        self.discovered = Some(found);
+        self.discovered.found = Some(found);
     }
 
     /// The node's role in the run as the evidence now says it (docs/many-nodes.md#roles): a
@@ -112,21 +112,17 @@ impl Run {
 impl Run {
     /// Whether `path` is refused now for being no regular file (a FIFO, a socket).
     pub fn file_refused(&mut self, path: String, refused: bool) {
-        if refused {
-            self.refused_files.insert(path);
-        } else {
-            self.refused_files.remove(&path);
-        }
+        self.outputs.refuse(path, refused);
     }
 
     /// Record ids remembered on the node now.
     pub fn set_identities_stored(&mut self, stored: usize) {
-        self.identities_stored = stored;
+        self.outputs.identities_stored = stored;
     }
 
     /// An input file's planned requests.
     pub fn set_input_file(&mut self, path: String, file: InputFile) {
-        Arc::make_mut(&mut self.inputs).insert(path, file);
+        Arc::make_mut(&mut self.outputs.inputs).insert(path, file);
     }
 
     /// A reader of the output source went into `path` (a file, or a glob) at `now`.
@@ -146,7 +142,7 @@ impl Run {
 
     /// How the output source holds and watches its files, as of its latest pass.
     pub fn set_output_files(&mut self, files: OutputFiles) {
-        self.output_files = files;
+        self.outputs.held = files;
     }
 }
 
@@ -169,9 +165,7 @@ impl Run {
 
     /// The driver process found now (its pid), or none: what changed since the last look.
     pub fn process_seen(&mut self, pid: Option<u32>, now: Seconds) -> Option<ProcessChange> {
-        self.process
-            .get_or_insert_with(ProcessState::default)
-            .observe(pid, now)
+        self.process.seen(pid, now)
     }
 
     /// The run's id, as the run-id source read it for the run `runs_started` counts.
