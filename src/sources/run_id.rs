@@ -74,6 +74,7 @@ const INTERVAL: Duration = Duration::from_secs(5);
 
 /// The run-id source's section of the configuration: the run this node belongs to, and
 /// whether this node follows its progress log (or only reads its head, as a worker).
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub identity: Option<RunIdentity>,
     pub follows_log: bool,

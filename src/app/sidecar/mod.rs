@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 /// The model as the configuration starts it: the plan, the run's name and the collectors
 /// switched on are the configuration's, not any source's.
 fn model(config: &Config) -> Arc<Mutex<Run>> {
-    let mut run = Run::new(&LogSource::paths(&config.logs));
+    let mut run = Run::new(&LogSource::paths(&config.log.logs));
     run.configure(
         config.plan.clone(),
-        config.run.as_ref().map(|r| r.label.clone()),
+        config.run_id.identity.as_ref().map(|r| r.label.clone()),
         config.collectors,
         config.discovered.as_ref().map(|(_, found)| found.clone()),
     );
@@ -301,8 +301,8 @@ fn say_listening(config: &Config, addresses: &[SocketAddr]) {
         tracing::info!(
             "listening on {scheme}://{addr} (metrics at {scheme}://{addr}{}), following {} log(s) and {} output glob(s)",
             config.telemetry_path,
-            config.logs.len(),
-            config.outputs.len()
+            config.log.logs.len(),
+            config.files.outputs.len()
         );
     }
 }
@@ -313,7 +313,7 @@ fn found_later(config: &Config) -> (Found, Additions) {
     let (log_tx, log_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel();
     let (in_tx, in_rx) = mpsc::channel();
-    let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
+    let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probe.probes.clone());
     let mut found = Found::default();
     found.give(log_rx);
     found.give((out_rx, in_rx));

@@ -5,30 +5,15 @@
 
 use crate::app::config::Config;
 use crate::sinks::SinkConfig;
-use crate::sources::{files, log, probe, run_id, SourceConfig};
+use crate::sources::SourceConfig;
 
 pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
     vec![
-        Box::new(log::Settings {
-            logs: config.logs.clone(),
-            max_line_bytes: config.max_line_bytes,
-            interval: config.poll_interval,
-        }),
-        Box::new(files::Settings {
-            outputs: config.outputs.clone(),
-            inputs: config.inputs.clone(),
-            limits: config.output_limits,
-            interval: config.poll_interval,
-        }),
-        Box::new(run_id::Settings {
-            identity: config.run.clone(),
-            follows_log: config.logs.iter().any(|l| !l.server),
-        }),
+        Box::new(config.log.clone()),
+        Box::new(config.files.clone()),
+        Box::new(config.run_id.clone()),
         Box::new(config.gpu.clone()),
-        Box::new(probe::Settings {
-            probes: config.probes.clone(),
-            interval: config.probe_interval,
-        }),
+        Box::new(config.probe.clone()),
         Box::new(config.slurm.clone()),
     ]
 }

@@ -187,6 +187,7 @@ pub type Discovered = (mpsc::Receiver<OutputConfig>, mpsc::Receiver<String>);
 
 /// The output files source's section of the configuration: the output globs, the input
 /// files, their limits, and how often they are read.
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub outputs: Vec<OutputConfig>,
     pub inputs: Vec<String>,

@@ -306,6 +306,7 @@ impl Source for LogSource {
 
 /// The log source's section of the configuration: the progress and server logs, the longest
 /// line kept, and how often they are read.
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub logs: Vec<LogConfig>,
     pub max_line_bytes: usize,

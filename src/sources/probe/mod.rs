@@ -222,6 +222,7 @@ async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
 }
 
 /// The probes' section of the configuration: what to probe, and how often.
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub probes: ProbeConfig,
     pub interval: Duration,
