@@ -338,8 +338,11 @@ mod tests {
         raw.web_config_file = None;
         let c = raw.validate().unwrap();
         assert_eq!(c.listen[0].port(), 2);
-        assert_eq!(c.logs.len(), 1);
-        assert_eq!(c.logs[0].path, PathBuf::from("flag.log"));
-        assert!(matches!(c.logs[0].parser, crate::parse::Parser::Tqdm(_)));
+        assert_eq!(c.log.logs.len(), 1);
+        assert_eq!(c.log.logs[0].path, PathBuf::from("flag.log"));
+        assert!(matches!(
+            c.log.logs[0].parser,
+            crate::parse::Parser::Tqdm(_)
+        ));
     }
 }

@@ -432,7 +432,7 @@ fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
 
 /// For each log read with `format = "auto"`, what its start says now, as TOML comments.
 fn print_detected_formats(config: &Config) {
-    for (i, log) in config.logs.iter().enumerate() {
+    for (i, log) in config.log.logs.iter().enumerate() {
         if !matches!(log.parser, crate::parse::Parser::Auto(_)) {
             continue;
         }

@@ -19,7 +19,6 @@ pub mod stacks;
 use crate::collectors::Collector;
 use crate::model::Run;
 use crate::state::StateDir;
-use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,30 +108,21 @@ pub fn run_until(
     source.save_snapshot();
 }
 
-/// What every source is built from (Vector's `SourceConfig::build(cx)`): the model it tells,
-/// the state directory it resumes from, and what discovery hands it later.
+/// What every source is built from (Vector's `SourceConfig::build(cx)`): the model it tells
+/// and the state directory it resumes from.
 pub struct Context {
     pub run: Arc<Mutex<Run>>,
     pub state: Option<StateDir>,
-    pub found: Found,
 }
 
-/// What `--run-dir`'s discovery finds while the sidecar runs, for the sources that follow it:
-/// each takes its own, by its type (the log source a `Receiver<LogConfig>`). Empty without a
-/// run folder. Typed by the taker, so that a new source that follows discovery adds nothing
-/// here.
-#[derive(Default)]
-pub struct Found(Vec<Box<dyn Any + Send>>);
-
-impl Found {
-    pub fn give<T: Any + Send>(&mut self, feed: T) {
-        self.0.push(Box::new(feed));
-    }
-
-    pub fn take<T: Any + Send>(&mut self) -> Option<T> {
-        let at = self.0.iter().position(|f| f.is::<T>())?;
-        self.0.swap_remove(at).downcast().ok().map(|f| *f)
-    }
+/// A source's section with what `--run-dir`'s discovery hands it while the sidecar runs (the
+/// log source a `Receiver<LogConfig>`), `None` without a run folder. The section is the
+/// configuration's and cloned from it; the feed is a channel's receiving end, which is not,
+/// so the sidecar attaches it here (`app/sidecar/registry.rs`). Typed by the source's
+/// `SourceConfig` impl: a feed handed to the wrong source does not compile.
+pub struct Following<S, F> {
+    pub settings: S,
+    pub found: Option<F>,
 }
 
 /// Who waits for a source's first read before acting on what it says.
@@ -182,25 +172,4 @@ pub struct Built {
 pub trait SourceConfig {
     /// The source, or `None` where the section asks for nothing (GPUs off, no run to name).
     fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Found;
-    use std::sync::mpsc;
-
-    #[test]
-    fn each_source_takes_its_own_feed_once_by_its_type() {
-        let (logs, log_rx) = mpsc::channel::<String>();
-        let (_, number_rx) = mpsc::channel::<u64>();
-        let mut found = Found::default();
-        found.give(log_rx);
-        found.give(number_rx);
-        assert!(found.take::<mpsc::Receiver<u32>>().is_none());
-        let log_rx = found.take::<mpsc::Receiver<String>>().unwrap();
-        logs.send("a.log".into()).unwrap();
-        assert_eq!(log_rx.recv().unwrap(), "a.log");
-        assert!(found.take::<mpsc::Receiver<String>>().is_none());
-        assert!(found.take::<mpsc::Receiver<u64>>().is_some());
-    }
 }

@@ -74,8 +74,11 @@ const INTERVAL: Duration = Duration::from_secs(5);
 
 /// The run-id source's section of the configuration: the run this node belongs to, and
 /// whether this node follows its progress log (or only reads its head, as a worker).
+#[derive(Debug, Clone)]
 pub struct Settings {
+    /// `None` where the node has no run (a node with only GPUs): the source is not built.
     pub identity: Option<RunIdentity>,
+    /// Whether a progress log is followed here, whose source says when a new run begins.
     pub follows_log: bool,
 }
 

@@ -115,7 +115,7 @@ pub fn configure(raw: RawConfig) -> Result<Config, ConfigError> {
     }
     // A server or worker node follows no progress log: its run's id is read from the logs
     // its run folder shows.
-    if let Some(identity) = config.run.as_mut() {
+    if let Some(identity) = config.run_id.identity.as_mut() {
         if identity.logs.is_empty() {
             identity.logs = found.logs.iter().map(|l| PathBuf::from(&l.path)).collect();
         }

@@ -9,7 +9,7 @@ use crate::http_client::Url;
 use crate::model::Discovered;
 use crate::parse::{Detect, Format, Parser, RegexFormat, RunInference, ServerLog, Tqdm};
 use crate::paths::normalize;
-use crate::run_identity::{self, RunIdentity, RunLabel};
+use crate::run_identity::{self, RunLabel};
 use crate::sinks::alert::settings::AlertConfig;
 use crate::sinks::recorder;
 use crate::sinks::web_config::WebConfig;
@@ -85,8 +85,6 @@ pub struct Config {
     /// The collectors switched on; the inputs of those off are already left out below.
     pub collectors: Collectors,
     pub state_dir: Option<PathBuf>,
-    pub poll_interval: Duration,
-    pub max_line_bytes: usize,
     /// How long an HTTP client may take to send its request headers.
     pub header_read_timeout: Duration,
     pub max_connections: usize,
@@ -96,24 +94,24 @@ pub struct Config {
     pub history: recorder::Settings,
     /// How often the state directory's snapshot is rewritten.
     pub snapshot_interval: Duration,
-    pub output_limits: OutputLimits,
     /// The deadline, budgets and price the run is held to.
     pub plan: crate::model::Plan,
-    pub logs: Vec<LogConfig>,
-    pub outputs: Vec<OutputConfig>,
-    pub inputs: Vec<String>,
+    /// The log source's section: the progress and server logs, and how often they are read.
+    pub log: crate::sources::log::Settings,
+    /// The output files source's section: the output globs and input files, and their limits.
+    pub files: crate::sources::files::Settings,
     /// The GPU source's section.
     pub gpu: crate::sources::gpu::Settings,
-    pub probes: ProbeConfig,
-    pub probe_interval: Duration,
+    /// The probes' section: the driver process and the server, and how often they are asked.
+    pub probe: crate::sources::probe::Settings,
     pub alerts: AlertConfig,
     pub heartbeat: Option<crate::sinks::alert::heartbeat::HeartbeatConfig>,
     pub discover_interval: Duration,
     /// The SLURM source's section: when, and how long at most, the controller is asked
     /// about the run's job.
     pub slurm: crate::sources::slurm::Settings,
-    /// The run this node belongs to; `None` where it has none (a node with only GPUs).
-    pub run: Option<RunIdentity>,
+    /// The run-id source's section: the run this node belongs to, if any.
+    pub run_id: crate::sources::run_id::Settings,
     /// With `run_dir`: the keys as given (discovery fills only the others) and what it found.
     pub discovered: Option<(RawConfig, Discovered)>,
     /// The file and flags as given, for printing the effective configuration.
@@ -181,31 +179,20 @@ impl RawConfig {
             collectors,
             web,
             state_dir: self.state_dir.clone(),
-            poll_interval,
-            max_line_bytes,
             header_read_timeout,
             max_connections: key::max_connections.count(self.max_connections)?,
             snapshot_interval,
-            output_limits: OutputLimits {
-                max_record_bytes,
-                identity_cap: key::identity_cap.count(self.identity_cap)?,
-                max_open_files: key::max_open_files.count(self.max_open_files)?,
-                file_watch: self.file_watch.unwrap_or_default(),
-            },
+            // Its limits are read here, after max_connections, as they always were: a file
+            // with several errors names the same one first.
+            files: self.files_section(outputs, inputs, poll_interval, max_record_bytes)?,
             plan: self.plan()?,
-            logs,
-            outputs,
-            inputs,
+            run_id: self.run_id_section(run, &logs),
+            log: self.log_section(logs, poll_interval, max_line_bytes),
             gpu,
-            probes,
-            probe_interval,
+            probe: self.probe_section(probes, probe_interval),
             alerts,
             discover_interval,
             slurm: self.slurm_section(collectors)?,
-            run: run.map(|label| {
-                let logs = self.logs.iter().map(|l| l.path.clone()).collect();
-                RunIdentity::new(label, logs)
-            }),
             discovered: None,
             source: self.clone(),
         })
@@ -651,6 +638,7 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let mut raw = self.source.clone();
         raw.outputs = self
+            .files
             .outputs
             .iter()
             .map(|o| RawOutputs {
@@ -662,14 +650,16 @@ impl Config {
             })
             .collect();
         raw.server_logs = self
+            .log
             .logs
             .iter()
             .filter(|l| l.server)
             .map(|l| l.path.clone())
             .collect();
-        raw.server_log_format = self.logs.iter().find(|l| l.server).map(|l| l.format);
-        raw.server_log_envelope = self.logs.iter().find(|l| l.server).map(|l| l.envelope);
+        raw.server_log_format = self.log.logs.iter().find(|l| l.server).map(|l| l.format);
+        raw.server_log_envelope = self.log.logs.iter().find(|l| l.server).map(|l| l.envelope);
         raw.logs = self
+            .log
             .logs
             .iter()
             .filter(|l| !l.server)

@@ -18,8 +18,8 @@ fn key_of(err: ConfigError) -> String {
 fn defaults() {
     let c = parse("").unwrap();
     assert_eq!(c.listen[0].to_string(), "0.0.0.0:9721");
-    assert_eq!(c.poll_interval, Duration::from_millis(250));
-    assert!(c.logs.is_empty());
+    assert_eq!(c.log.interval, Duration::from_millis(250));
+    assert!(c.log.logs.is_empty());
 }
 
 #[test]
@@ -38,9 +38,9 @@ regex = 'step (?P<completed>\d+)'
     )
     .unwrap();
     assert_eq!(c.listen[0].port(), 9999);
-    assert_eq!(c.poll_interval, Duration::from_secs(1));
-    assert_eq!(c.logs.len(), 2);
-    assert!(matches!(c.logs[1].parser, Parser::Regex(_)));
+    assert_eq!(c.log.interval, Duration::from_secs(1));
+    assert_eq!(c.log.logs.len(), 2);
+    assert!(matches!(c.log.logs[1].parser, Parser::Regex(_)));
     let again = {
         let raw: RawConfig = toml::from_str(&c.to_toml()).unwrap();
         raw.validate().unwrap()

@@ -14,10 +14,11 @@ use crate::sinks::alert::engine::Engine;
 use crate::sinks::http::{self, HttpState};
 use crate::sinks::metrics::{self, Exposition};
 use crate::sources::log::LogSource;
-use crate::sources::{self, Awaited, Built, Context, FirstRead, Found, Runs, Source, Unread};
+use crate::sources::{self, Awaited, Built, Context, FirstRead, Runs, Source, Unread};
 use crate::state::StateDir;
 use anyhow::Context as _;
 use discovery::{Additions, Discovery};
+use registry::Feeds;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc, Mutex};
@@ -26,10 +27,10 @@ use std::time::{Duration, Instant};
 /// The model as the configuration starts it: the plan, the run's name and the collectors
 /// switched on are the configuration's, not any source's.
 fn model(config: &Config) -> Arc<Mutex<Run>> {
-    let mut run = Run::new(&LogSource::paths(&config.logs));
+    let mut run = Run::new(&LogSource::paths(&config.log.logs));
     run.configure(
         config.plan.clone(),
-        config.run.as_ref().map(|r| r.label.clone()),
+        config.run_id.identity.as_ref().map(|r| r.label.clone()),
         config.collectors,
         config.discovered.as_ref().map(|(_, found)| found.clone()),
     );
@@ -47,10 +48,11 @@ fn state_dir(config: &Config) -> anyhow::Result<Option<StateDir>> {
         .transpose()
 }
 
-/// Every source of the registry, built in its order.
-fn build_sources(config: &Config, cx: &mut Context) -> anyhow::Result<Vec<Built>> {
+/// Every source of the registry, built in its order, those that follow discovery with their
+/// feeds.
+fn build_sources(config: &Config, cx: &mut Context, feeds: Feeds) -> anyhow::Result<Vec<Built>> {
     let mut built = Vec::new();
-    for section in registry::sources(config) {
+    for section in registry::sources(config, feeds) {
         built.extend(section.build(cx)?);
     }
     Ok(built)
@@ -76,10 +78,9 @@ pub fn read_once(config: &Config) -> anyhow::Result<Arc<Mutex<Run>>> {
     let mut cx = Context {
         run: run.clone(),
         state: state_dir(config)?,
-        found: Found::default(),
     };
     let mut runtime = None;
-    for built in build_sources(config, &mut cx)? {
+    for built in build_sources(config, &mut cx, Feeds::default())? {
         match built.runs {
             Runs::Thread(mut source) => {
                 // A first poll reads the backlog to its end.
@@ -146,19 +147,18 @@ pub async fn serve(
     let run = model(&config);
     let state_dir = state_dir(&config)?;
     let discovery = Discovery::of(&config);
-    let (found, additions) = match discovery {
+    let (feeds, additions) = match discovery {
         Some(_) => {
-            let (found, additions) = found_later(&config);
-            (found, Some(additions))
+            let (feeds, additions) = found_later(&config);
+            (feeds, Some(additions))
         }
-        None => (Found::default(), None),
+        None => (Feeds::default(), None),
     };
     let mut cx = Context {
         run: run.clone(),
         state: state_dir.clone(),
-        found,
     };
-    let built = build_sources(&config, &mut cx)?;
+    let built = build_sources(&config, &mut cx, feeds)?;
     // The inputs not read once yet. `/-/ready` waits for all of them; the alert engine for
     // those each source's `Built::awaited` says, so that it never judges half the evidence.
     let (ready, judging) = (Unread::default(), Unread::default());
@@ -301,23 +301,24 @@ fn say_listening(config: &Config, addresses: &[SocketAddr]) {
         tracing::info!(
             "listening on {scheme}://{addr} (metrics at {scheme}://{addr}{}), following {} log(s) and {} output glob(s)",
             config.telemetry_path,
-            config.logs.len(),
-            config.outputs.len()
+            config.log.logs.len(),
+            config.files.outputs.len()
         );
     }
 }
 
 /// What discovery hands the sources later: the receiving ends for the sources, the sending
 /// ends for discovery.
-fn found_later(config: &Config) -> (Found, Additions) {
+fn found_later(config: &Config) -> (Feeds, Additions) {
     let (log_tx, log_rx) = mpsc::channel();
     let (out_tx, out_rx) = mpsc::channel();
     let (in_tx, in_rx) = mpsc::channel();
-    let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probes.clone());
-    let mut found = Found::default();
-    found.give(log_rx);
-    found.give((out_rx, in_rx));
-    found.give(probe_rx);
+    let (probe_tx, probe_rx) = tokio::sync::watch::channel(config.probe.probes.clone());
+    let found = Feeds {
+        logs: Some(log_rx),
+        files: Some((out_rx, in_rx)),
+        probes: Some(probe_rx),
+    };
     let additions = Additions {
         logs: log_tx,
         outputs: out_tx,
@@ -364,5 +365,60 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{found_later, registry::Feeds};
+    use crate::app::config::{LogConfig, OutputConfig, RawConfig};
+    use crate::parse::{Format, Parser, Tqdm};
+    use crate::sources::probe::ProbeConfig;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// What discovery adds for one source reaches that source's feed, and each feed is a
+    /// field of its own that the registry takes by value: a source cannot be handed another's
+    /// feed, nor one feed twice (the compiler says so, where a lookup by type said `None`).
+    #[test]
+    fn each_source_gets_its_own_feed_once() {
+        let config = RawConfig::default().validate().unwrap();
+        let (feeds, additions) = found_later(&config);
+        let log = LogConfig {
+            path: "a.log".into(),
+            parser: Parser::Tqdm(Tqdm::default()),
+            server: false,
+            envelope: Default::default(),
+            format: Format::Tqdm,
+            regex: None,
+            unit_divisor: None,
+        };
+        additions.logs.send(log).unwrap();
+        additions
+            .outputs
+            .send(OutputConfig::new("out/*.jsonl".into()))
+            .unwrap();
+        additions.inputs.send("in.jsonl".into()).unwrap();
+        let probes = ProbeConfig {
+            timeout: Duration::from_secs(9),
+            ..ProbeConfig::default()
+        };
+        additions.probes.send(probes).unwrap();
+        let Feeds {
+            logs,
+            files,
+            probes,
+        } = feeds;
+        let logs = logs.unwrap();
+        assert_eq!(logs.try_recv().unwrap().path, PathBuf::from("a.log"));
+        assert!(logs.try_recv().is_err());
+        let (outputs, inputs) = files.unwrap();
+        assert_eq!(outputs.try_recv().unwrap().glob, "out/*.jsonl");
+        assert!(outputs.try_recv().is_err());
+        assert_eq!(inputs.try_recv().unwrap(), "in.jsonl");
+        assert!(inputs.try_recv().is_err());
+        let mut probes = probes.unwrap();
+        assert!(probes.has_changed().unwrap());
+        assert_eq!(probes.borrow_and_update().timeout, Duration::from_secs(9));
     }
 }

@@ -3,31 +3,36 @@
 //! under `src/sources/` and one entry here; adding a sink likewise. The order is the order they are built and read: the log source restores the model
 //! from its snapshot first, and the output files add their part after.
 
-use crate::app::config::Config;
+use crate::app::config::{Config, LogConfig};
 use crate::sinks::SinkConfig;
-use crate::sources::{files, log, probe, run_id, SourceConfig};
+use crate::sources::probe::ProbeConfig;
+use crate::sources::{files, Following, SourceConfig};
+use std::sync::mpsc;
 
-pub fn sources(config: &Config) -> Vec<Box<dyn SourceConfig>> {
+/// What `--run-dir`'s discovery hands the sources that follow it while the sidecar runs, each
+/// source's its own (the sending ends are discovery's `Additions`); none without a run folder.
+#[derive(Default)]
+pub struct Feeds {
+    pub logs: Option<mpsc::Receiver<LogConfig>>,
+    pub files: Option<files::Discovered>,
+    pub probes: Option<tokio::sync::watch::Receiver<ProbeConfig>>,
+}
+
+pub fn sources(config: &Config, feeds: Feeds) -> Vec<Box<dyn SourceConfig>> {
     vec![
-        Box::new(log::Settings {
-            logs: config.logs.clone(),
-            max_line_bytes: config.max_line_bytes,
-            interval: config.poll_interval,
+        Box::new(Following {
+            settings: config.log.clone(),
+            found: feeds.logs,
         }),
-        Box::new(files::Settings {
-            outputs: config.outputs.clone(),
-            inputs: config.inputs.clone(),
-            limits: config.output_limits,
-            interval: config.poll_interval,
+        Box::new(Following {
+            settings: config.files.clone(),
+            found: feeds.files,
         }),
-        Box::new(run_id::Settings {
-            identity: config.run.clone(),
-            follows_log: config.logs.iter().any(|l| !l.server),
-        }),
+        Box::new(config.run_id.clone()),
         Box::new(config.gpu.clone()),
-        Box::new(probe::Settings {
-            probes: config.probes.clone(),
-            interval: config.probe_interval,
+        Box::new(Following {
+            settings: config.probe.clone(),
+            found: feeds.probes,
         }),
         Box::new(config.slurm.clone()),
     ]

@@ -7,13 +7,14 @@
 //! Only the sources that read (logs, output and input files) are stepped: the tasks ask
 //! peers over the network (probes), and a test that needs a peer runs the binary.
 
+use super::registry::Feeds;
 use super::{build_sources, model, state_dir};
 use crate::app::config::Config;
 use crate::clock::Injected;
 use crate::lock::Published;
 use crate::model::Run;
 use crate::sinks::metrics::{self, Exposition};
-use crate::sources::{Context, Found, Runs, Source};
+use crate::sources::{Context, Runs, Source};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,10 +35,9 @@ impl Stepped {
         let mut cx = Context {
             run: run.clone(),
             state: state_dir(config)?,
-            found: Found::default(),
         };
         let mut sources = Vec::new();
-        for built in build_sources(config, &mut cx)? {
+        for built in build_sources(config, &mut cx, Feeds::default())? {
             let off = |c: &crate::collectors::Collector| !config.collectors.on(*c);
             if !built.collectors.is_empty() && built.collectors.iter().all(off) {
                 continue;

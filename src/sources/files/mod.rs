@@ -32,7 +32,7 @@ pub use spec::{FileWatch, OutputConfig, OutputLimits, Pointers};
 use crate::deadline::Waited;
 use crate::lock::Locked;
 use crate::model::{Run, DEFAULT_PARTITION};
-use crate::sources::{Awaited, Built, Context, Runs, SourceConfig};
+use crate::sources::{Awaited, Built, Context, Following, Runs, SourceConfig};
 use crate::state::StateDir;
 use catalog::Catalog;
 use file::SavedFile;
@@ -187,29 +187,38 @@ pub type Discovered = (mpsc::Receiver<OutputConfig>, mpsc::Receiver<String>);
 
 /// The output files source's section of the configuration: the output globs, the input
 /// files, their limits, and how often they are read.
+#[derive(Debug, Clone)]
 pub struct Settings {
+    /// `outputs`; none with the outputs collector off.
     pub outputs: Vec<OutputConfig>,
+    /// `inputs`' globs; none with the outputs collector off.
     pub inputs: Vec<String>,
+    /// `max_record_bytes`, `identity_cap`, `max_open_files` and `file_watch`.
     pub limits: OutputLimits,
+    /// `poll_interval`, as the logs'.
     pub interval: Duration,
 }
 
-impl SourceConfig for Settings {
+impl SourceConfig for Following<Settings, Discovered> {
     fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let Following {
+            settings: this,
+            found,
+        } = *self;
         let mut source = OutputSource::new(
-            &self.outputs,
-            &self.inputs,
-            self.limits,
+            &this.outputs,
+            &this.inputs,
+            this.limits,
             cx.run.clone(),
             cx.state.clone(),
         );
-        if let Some((outputs, inputs)) = cx.found.take::<Discovered>() {
+        if let Some((outputs, inputs)) = found {
             source = source.with_additions(outputs, inputs);
         }
         Ok(Some(Built {
             name: "output-source",
             collectors: &[crate::collectors::Collector::Outputs],
-            interval: self.interval,
+            interval: this.interval,
             awaited: Awaited::ByAll,
             runs: Runs::Thread(Box::new(source)),
         }))

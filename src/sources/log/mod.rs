@@ -15,7 +15,7 @@ use crate::collectors::Collector;
 use crate::lock::Locked;
 use crate::model::Run;
 use crate::parse::{ansi, Parser};
-use crate::sources::{Awaited, Built, Context, Runs, Source, SourceConfig};
+use crate::sources::{Awaited, Built, Context, Following, Runs, Source, SourceConfig};
 use crate::state::{LogPosition, Snapshot, StateDir};
 use followed::FollowedLog;
 pub use spec::LogConfig;
@@ -306,28 +306,37 @@ impl Source for LogSource {
 
 /// The log source's section of the configuration: the progress and server logs, the longest
 /// line kept, and how often they are read.
+#[derive(Debug, Clone)]
 pub struct Settings {
+    /// `logs` and `server_logs`, those of the collectors switched off left out.
     pub logs: Vec<LogConfig>,
+    /// `max_line_bytes`: a longer line is dropped (and counted), so a runaway line cannot
+    /// take the memory.
     pub max_line_bytes: usize,
+    /// `poll_interval`.
     pub interval: Duration,
 }
 
-impl SourceConfig for Settings {
+impl SourceConfig for Following<Settings, mpsc::Receiver<LogConfig>> {
     /// Built first: it restores the model from the state directory's snapshot.
     fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
+        let Following {
+            settings: this,
+            found,
+        } = *self;
         let mut source = LogSource::new(
-            &self.logs,
-            self.max_line_bytes,
+            &this.logs,
+            this.max_line_bytes,
             cx.run.clone(),
             cx.state.clone(),
         );
-        if let Some(found) = cx.found.take::<mpsc::Receiver<LogConfig>>() {
+        if let Some(found) = found {
             source = source.with_additions(found);
         }
         Ok(Some(Built {
             name: "log-source",
             collectors: &[Collector::Log, Collector::Server],
-            interval: self.interval,
+            interval: this.interval,
             awaited: Awaited::ByAll,
             runs: Runs::Thread(Box::new(source)),
         }))

@@ -11,7 +11,9 @@ use crate::collectors::Collector;
 use crate::http_client::{self, Url};
 use crate::lock::Locked;
 use crate::model::{ProcessChange, Run, ServerState};
-use crate::sources::{Awaited, Built, Context, FirstRead, Round, Runs, SourceConfig, Task};
+use crate::sources::{
+    Awaited, Built, Context, FirstRead, Following, Round, Runs, SourceConfig, Task,
+};
 use process::ProcessTarget;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -222,25 +224,32 @@ async fn accepts(url: &Url, timeout: Duration) -> Result<(), String> {
 }
 
 /// The probes' section of the configuration: what to probe, and how often.
+#[derive(Debug, Clone)]
 pub struct Settings {
+    /// The driver process and the server's URLs, those of the collectors switched off left
+    /// out.
     pub probes: ProbeConfig,
+    /// `probe_interval`.
     pub interval: Duration,
 }
 
-impl SourceConfig for Settings {
+impl SourceConfig for Following<Settings, tokio::sync::watch::Receiver<ProbeConfig>> {
     fn build(self: Box<Self>, cx: &mut Context) -> anyhow::Result<Option<Built>> {
-        let updates = cx.found.take::<tokio::sync::watch::Receiver<ProbeConfig>>();
-        if self.probes.is_empty() && updates.is_none() {
+        let Following {
+            settings: this,
+            found: updates,
+        } = *self;
+        if this.probes.is_empty() && updates.is_none() {
             return Ok(None);
         }
-        let mut probes = Probes::new(self.probes, cx.run.clone());
+        let mut probes = Probes::new(this.probes, cx.run.clone());
         if let Some(updates) = updates {
             probes = probes.with_updates(updates);
         }
         Ok(Some(Built {
             name: "probes",
             collectors: &[Collector::Process, Collector::Server],
-            interval: self.interval,
+            interval: this.interval,
             awaited: Awaited::ByAll,
             runs: Runs::Task(Box::new(probes)),
         }))
