@@ -310,29 +310,9 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::parse::{Parser, RunInference};
-    use crate::rules::{AlertName, Rules};
-    use crate::sinks::alert::email::Context;
 
     fn config() -> AlertConfig {
-        let mut rules = Rules::default();
-        rules.0.get_mut(&AlertName::GpuMissing).unwrap().enabled = false;
-        AlertConfig {
-            rules,
-            interval: Duration::from_secs(15),
-            repeat: Duration::from_secs(3600),
-            delivery: None,
-            http: Vec::new(),
-            http_timeout: Duration::from_secs(10),
-            retry_backoff: Duration::from_secs(10),
-            stacks: None,
-            actions: Default::default(),
-            context: Context {
-                host: "node".into(),
-                dashboard_url: None,
-                status_url: None,
-                run: None,
-            },
-        }
+        super::outbox::tests::config(None)
     }
 
     /// A run whose only partition last made progress an hour ago: `Stalled` holds.

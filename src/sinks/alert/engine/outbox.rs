@@ -243,14 +243,15 @@ pub(super) fn count(view: &mut AlertView, alert: &str, result: Delivered, channe
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::rules::{AlertName, Rules};
     use crate::sinks::alert::delivery::Target;
     use crate::sinks::alert::email::Context;
     use crate::sinks::alert::settings::Delivery;
 
-    fn config(delivery: Option<Delivery>) -> AlertConfig {
+    /// The engine's tests' configuration too.
+    pub(in crate::sinks::alert::engine) fn config(delivery: Option<Delivery>) -> AlertConfig {
         let mut rules = Rules::default();
         rules.0.get_mut(&AlertName::GpuMissing).unwrap().enabled = false;
         AlertConfig {
