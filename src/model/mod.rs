@@ -11,6 +11,7 @@ mod evidence;
 mod gpu;
 pub mod history;
 mod hung;
+mod identity;
 mod node;
 mod outputs;
 mod partition;
@@ -34,6 +35,7 @@ pub use gpu::{
     PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
+pub use identity::Identity;
 pub use node::{ProcessChange, ProcessFacts, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputFiles, OutputStats, Outputs, PartitionView, PassMark, RunTotals,
@@ -124,20 +126,10 @@ pub struct Run {
     /// partition was being processed: only that time is in a snapshot, under its own name.
     #[serde(default, rename = "gpu_seconds", with = "gpu::held_seconds")]
     gpu: Gpus,
-    /// The run this node belongs to (from the configuration); `None` on a node with no run.
-    #[serde(skip)]
-    identity: Option<crate::run_identity::RunLabel>,
-    /// The run's id as the run-id source last read it (docs/many-nodes.md#run-ids), and the
-    /// run it was read for (a count of [`Run::runs_started`]).
-    #[serde(skip)]
-    run_id: Option<(String, u64)>,
-    /// New runs begun in the progress log's place while it was followed: a log replaced or
-    /// rewritten by one beginning with other first lines ([`Run::begin_new_run`]).
-    #[serde(default)]
-    runs_started: u64,
-    /// When the latest of them began, and the id of the run it replaced.
-    #[serde(default)]
-    run_started: Option<RunStarted>,
+    /// Which run this is: its label, its id, the new runs begun in its log's place. Flattened:
+    /// a snapshot keeps `runs_started` and `run_started` at its top level, as before.
+    #[serde(flatten)]
+    identity: Identity,
     /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Not kept across
     /// the sidecar's restarts: what the controller said then (a job ending, the warning) is no
     /// word on the job now, and a requeued job's environment says its restarts.
@@ -288,7 +280,7 @@ impl Run {
     pub fn restored(mut saved: Run, log_paths: &[String], configured: &Run) -> Run {
         // What the configuration gives is not in the snapshot: this start's stands.
         saved.plan = configured.plan.clone();
-        saved.identity = configured.identity.clone();
+        saved.identity.label = configured.identity.label.clone();
         saved.collectors_on = configured.collectors_on;
         saved.discovered = configured.discovered.clone();
         let mut old = std::mem::take(&mut saved.logs);
@@ -389,13 +381,7 @@ impl Run {
         let stats = &mut self.logs[log];
         stats.first_line = Some(first_line_text(line));
         stats.began_at = Some(now);
-        self.runs_started += 1;
-        self.run_started = Some(RunStarted {
-            at: now,
-            log: path,
-            first_line: first_line_text(line),
-            previous_id: self.run_id.as_ref().map(|(id, _)| id.clone()),
-        });
+        self.identity.new_run(now, path, first_line_text(line));
     }
 
     /// Takes a server probe's result; remembers when the server was last seen generating, which

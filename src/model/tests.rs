@@ -267,7 +267,7 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         run: "synth".into(),
         role: crate::run_identity::Role::Driver,
     };
-    configured.identity = Some(label);
+    configured.identity.label = Some(label);
     configured.collectors_on =
         crate::collectors::Collectors::all().with(crate::collectors::Collector::Gpu, false);
     let run = Run::restored(snapshot, &["/logs/inference.log".to_owned()], &configured);
@@ -276,7 +276,7 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         run.plan.deadline.is_some(),
         "the deadline given at this start"
     );
-    assert_eq!(run.identity.as_ref().unwrap().run, "synth");
+    assert_eq!(run.identity.label.as_ref().unwrap().run, "synth");
     assert_eq!(
         run.collectors_on, configured.collectors_on,
         "and its collectors"
@@ -347,7 +347,7 @@ fn a_new_first_line_that_begins_a_run_is_a_new_run() {
     assert!(run.is_new_run(0, b"Processing: C1 (LONG)", false));
     run.begin_new_run(0, b"Model: /models/m2", 10.0);
     assert!(run.partitions.is_empty() && !run.complete_said && run.model_name.is_none());
-    assert_eq!(run.runs_started, 1);
+    assert_eq!(run.identity.runs_started, 1);
     assert_eq!(run.logs[0].first_line.as_deref(), Some("Model: /models/m2"));
     assert!(
         !run.is_new_run(0, b"Model: /models/m2", false),
@@ -393,4 +393,20 @@ fn a_snapshot_keeps_the_gpu_time_under_its_own_name() {
     saved.as_object_mut().unwrap().remove("gpu_seconds");
     let run: Run = serde_json::from_value(saved).unwrap();
     assert_eq!(run.gpu_seconds(), 0.0);
+}
+
+#[test]
+fn an_old_snapshot_loads_with_the_identity_grouped() {
+    // Written before the identity was grouped: its fields stay at the snapshot's top level.
+    let old = r#"{"model_name":"m","complete_said":false,"stage_done":false,"working_at":null,"partitions":{},"logs":[],"recent_lines":[],"runs_started":2,"run_started":{"at":5.0,"log":"/l","first_line":"Model: m","previous_id":"a"}}"#;
+    let run: Run = serde_json::from_str(old).unwrap();
+    assert_eq!(run.runs_started(), 2);
+    assert_eq!(
+        run.run_started().as_ref().unwrap().previous_id.as_deref(),
+        Some("a")
+    );
+    let again = serde_json::to_value(&run).unwrap();
+    assert_eq!(again["runs_started"], 2);
+    assert_eq!(again["run_started"]["log"], "/l");
+    assert!(again.get("identity").is_none());
 }
