@@ -6,11 +6,11 @@ use super::*;
 
 impl Run {
     pub fn model_name(&self) -> &Option<String> {
-        &self.model_name
+        &self.progress.model_name
     }
 
     pub fn complete_said(&self) -> bool {
-        self.complete_said
+        self.progress.complete_said
     }
 
     pub fn partitions(&self) -> &BTreeMap<String, Partition> {

@@ -16,6 +16,7 @@ mod node;
 mod outputs;
 mod partition;
 mod plan;
+mod progress;
 mod recent;
 mod records;
 mod server_log;
@@ -43,6 +44,7 @@ pub use outputs::{
 };
 pub use partition::Partition;
 pub use plan::{Deadline, Plan, Projection, BAND_WINDOWS, BAND_WINDOW_POINTS};
+pub use progress::Progress;
 pub use recent::RecentLines;
 pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_RECORDS, TRUNCATED};
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
@@ -69,18 +71,12 @@ pub const DEFAULT_PARTITION: &str = "default";
 /// sidecar restarts, together with the tail positions it corresponds to.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Run {
-    /// `Model:` from the log, for `pulse_pipeline_info`.
-    model_name: Option<String>,
-    /// The driver's log said the whole run is done, and no partition began after.
-    #[serde(default)]
-    complete_said: bool,
-    /// A library's log said a stage of its work is done, and nothing of the run's work was
-    /// said after: the driver ending now is the run's end.
-    #[serde(default)]
-    stage_done: bool,
-    /// When a library's log last showed it at work (a line with no figure).
-    #[serde(default)]
-    working_at: Option<Seconds>,
+    /// What the progress logs say. Flattened: a snapshot keeps its fields at its top level,
+    /// as before.
+    #[serde(flatten)]
+    progress: Progress,
+    /// Not in [`Progress`] (yet): the layout test checks its guard on this field of `Run`,
+    /// and a snapshot keeps these after `Progress`'s fields, in this order.
     partitions: Arc<BTreeMap<String, Partition>>,
     logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
@@ -368,16 +364,13 @@ impl Run {
             "a new run begins in {path}: its first line is now {:?}",
             first_line_text(line)
         );
-        self.model_name = None;
-        self.complete_said = false;
-        self.stage_done = false;
-        self.working_at = None;
+        self.progress.new_run();
         Arc::make_mut(&mut self.partitions).clear();
-        self.outputs.new_run();
-        self.gpu.new_run();
         for stats in &mut self.logs {
             stats.current = None;
         }
+        self.outputs.new_run();
+        self.gpu.new_run();
         let stats = &mut self.logs[log];
         stats.first_line = Some(first_line_text(line));
         stats.began_at = Some(now);
@@ -427,13 +420,14 @@ impl Run {
     /// Applies what line `text` of log `log` said.
     fn apply(&mut self, log: usize, event: Event<'_>, text: &[u8], now: Seconds) {
         match event {
-            Event::Model(name) => self.model_name = Some(name.to_owned()),
+            Event::Model(name) => self.progress.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
-            Event::RunComplete => self.complete_said = true,
-            Event::StageDone => self.stage_done = true,
+            Event::RunComplete => self.progress.complete_said = true,
+            Event::StageDone => self.progress.stage_done = true,
             Event::Working => {
-                self.stage_done = false;
-                self.working_at = Some(self.working_at.map_or(now, |at| at.max(now)));
+                self.progress.stage_done = false;
+                self.progress.working_at =
+                    Some(self.progress.working_at.map_or(now, |at| at.max(now)));
             }
             Event::Server(read) => {
                 if let Some(format) = self.logs[log].format {
@@ -443,8 +437,8 @@ impl Run {
             }
             Event::Partition { name, mode } => {
                 // A driver that starts another partition has more to do.
-                self.complete_said = false;
-                self.stage_done = false;
+                self.progress.complete_said = false;
+                self.progress.stage_done = false;
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);
                 p.announce(now);
@@ -465,7 +459,7 @@ impl Run {
                 p.max_tokens = max_tokens.or(p.max_tokens);
             }
             Event::Progress(progress) => {
-                self.stage_done = false;
+                self.progress.stage_done = false;
                 match progress.partition {
                     Some(named) => self.switch_to(log, named),
                     None => {
