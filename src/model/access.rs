@@ -6,11 +6,11 @@ use super::*;
 
 impl Run {
     pub fn model_name(&self) -> &Option<String> {
-        &self.model_name
+        &self.progress.model_name
     }
 
     pub fn complete_said(&self) -> bool {
-        self.complete_said
+        self.progress.complete_said
     }
 
     pub fn partitions(&self) -> &BTreeMap<String, Partition> {
@@ -130,19 +130,19 @@ impl Run {
     }
 
     pub fn identity(&self) -> &Option<crate::run_identity::RunLabel> {
-        &self.identity
+        &self.identity.label
     }
 
     pub fn run_id(&self) -> &Option<(String, u64)> {
-        &self.run_id
+        &self.identity.run_id
     }
 
     pub fn runs_started(&self) -> u64 {
-        self.runs_started
+        self.identity.runs_started
     }
 
     pub fn run_started(&self) -> &Option<RunStarted> {
-        &self.run_started
+        &self.identity.run_started
     }
 
     pub fn slurm(&self) -> &Option<slurm::SlurmJob> {

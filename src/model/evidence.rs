@@ -126,7 +126,7 @@ impl Run {
     /// says the run is complete. A partition that begins after makes it unfinished again.
     pub fn finished(&self, views: &[PartitionView<'_>]) -> bool {
         Run::complete(views)
-            || (self.complete_said && !self.any_active())
+            || (self.progress.complete_said && !self.any_active())
             || self.budget_reached(views)
             || self.ended_after_stage_done()
     }
@@ -136,7 +136,7 @@ impl Run {
     /// after and no partition active: a process that is not the sidecar's child leaves no
     /// exit status, so what it said last is the evidence that it ended cleanly.
     pub fn ended_after_stage_done(&self) -> bool {
-        self.stage_done && self.process.gone() && !self.any_active()
+        self.progress.stage_done && self.process.gone() && !self.any_active()
     }
 
     /// Whether every partition reached its plan (or the log says it did).
@@ -152,7 +152,7 @@ impl Run {
             .values()
             .flat_map(|p| [p.last_progress_at, p.started_at]);
         let outputs = views.iter().map(|v| v.last_write);
-        let elsewhere = [self.server.generating_at, self.working_at];
+        let elsewhere = [self.server.generating_at, self.progress.working_at];
         partitions
             .chain(outputs)
             .chain(elsewhere)
@@ -180,7 +180,10 @@ impl Run {
     /// latest word a working line, not a stage's end) while its driver runs. A library's run
     /// announces no partition, and its waiting on the server is this.
     pub fn working(&self) -> bool {
-        self.any_active() || (self.working_at.is_some() && !self.stage_done && !self.process.gone())
+        self.any_active()
+            || (self.progress.working_at.is_some()
+                && !self.progress.stage_done
+                && !self.process.gone())
     }
 }
 

@@ -11,10 +11,12 @@ mod evidence;
 mod gpu;
 pub mod history;
 mod hung;
+mod identity;
 mod node;
 mod outputs;
 mod partition;
 mod plan;
+mod progress;
 mod recent;
 mod records;
 mod server_log;
@@ -34,6 +36,7 @@ pub use gpu::{
     PIDS_IN_ANOTHER_NAMESPACE,
 };
 pub use hung::{Caller, Calls, Hung};
+pub use identity::Identity;
 pub use node::{ProcessChange, ProcessFacts, ProcessState, ServerFacts, ServerState};
 pub use outputs::{
     InputFile, OutputFile, OutputFiles, OutputStats, Outputs, PartitionView, PassMark, RunTotals,
@@ -41,6 +44,7 @@ pub use outputs::{
 };
 pub use partition::Partition;
 pub use plan::{Deadline, Plan, Projection, BAND_WINDOWS, BAND_WINDOW_POINTS};
+pub use progress::Progress;
 pub use recent::RecentLines;
 pub use records::{Facts, RecentCounts, RecentRecords, TokenHistogram, RECENT_RECORDS, TRUNCATED};
 pub use server_log::{ServerFigures, ServerLogState, DECODE_SILENCE};
@@ -67,18 +71,12 @@ pub const DEFAULT_PARTITION: &str = "default";
 /// sidecar restarts, together with the tail positions it corresponds to.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Run {
-    /// `Model:` from the log, for `pulse_pipeline_info`.
-    model_name: Option<String>,
-    /// The driver's log said the whole run is done, and no partition began after.
-    #[serde(default)]
-    complete_said: bool,
-    /// A library's log said a stage of its work is done, and nothing of the run's work was
-    /// said after: the driver ending now is the run's end.
-    #[serde(default)]
-    stage_done: bool,
-    /// When a library's log last showed it at work (a line with no figure).
-    #[serde(default)]
-    working_at: Option<Seconds>,
+    /// What the progress logs say. Flattened: a snapshot keeps its fields at its top level,
+    /// as before.
+    #[serde(flatten)]
+    progress: Progress,
+    /// Not in [`Progress`] (yet): the layout test checks its guard on this field of `Run`,
+    /// and a snapshot keeps these after `Progress`'s fields, in this order.
     partitions: Arc<BTreeMap<String, Partition>>,
     logs: Vec<LogStats>,
     /// How the sources fare now; not carried across restarts.
@@ -124,20 +122,10 @@ pub struct Run {
     /// partition was being processed: only that time is in a snapshot, under its own name.
     #[serde(default, rename = "gpu_seconds", with = "gpu::held_seconds")]
     gpu: Gpus,
-    /// The run this node belongs to (from the configuration); `None` on a node with no run.
-    #[serde(skip)]
-    identity: Option<crate::run_identity::RunLabel>,
-    /// The run's id as the run-id source last read it (docs/many-nodes.md#run-ids), and the
-    /// run it was read for (a count of [`Run::runs_started`]).
-    #[serde(skip)]
-    run_id: Option<(String, u64)>,
-    /// New runs begun in the progress log's place while it was followed: a log replaced or
-    /// rewritten by one beginning with other first lines ([`Run::begin_new_run`]).
-    #[serde(default)]
-    runs_started: u64,
-    /// When the latest of them began, and the id of the run it replaced.
-    #[serde(default)]
-    run_started: Option<RunStarted>,
+    /// Which run this is: its label, its id, the new runs begun in its log's place. Flattened:
+    /// a snapshot keeps `runs_started` and `run_started` at its top level, as before.
+    #[serde(flatten)]
+    identity: Identity,
     /// The run's SLURM job, once the SLURM source found one (docs/slurm.md). Not kept across
     /// the sidecar's restarts: what the controller said then (a job ending, the warning) is no
     /// word on the job now, and a requeued job's environment says its restarts.
@@ -288,7 +276,7 @@ impl Run {
     pub fn restored(mut saved: Run, log_paths: &[String], configured: &Run) -> Run {
         // What the configuration gives is not in the snapshot: this start's stands.
         saved.plan = configured.plan.clone();
-        saved.identity = configured.identity.clone();
+        saved.identity.label = configured.identity.label.clone();
         saved.collectors_on = configured.collectors_on;
         saved.discovered = configured.discovered.clone();
         let mut old = std::mem::take(&mut saved.logs);
@@ -376,26 +364,17 @@ impl Run {
             "a new run begins in {path}: its first line is now {:?}",
             first_line_text(line)
         );
-        self.model_name = None;
-        self.complete_said = false;
-        self.stage_done = false;
-        self.working_at = None;
+        self.progress.new_run();
         Arc::make_mut(&mut self.partitions).clear();
-        self.outputs.new_run();
-        self.gpu.new_run();
         for stats in &mut self.logs {
             stats.current = None;
         }
+        self.outputs.new_run();
+        self.gpu.new_run();
         let stats = &mut self.logs[log];
         stats.first_line = Some(first_line_text(line));
         stats.began_at = Some(now);
-        self.runs_started += 1;
-        self.run_started = Some(RunStarted {
-            at: now,
-            log: path,
-            first_line: first_line_text(line),
-            previous_id: self.run_id.as_ref().map(|(id, _)| id.clone()),
-        });
+        self.identity.new_run(now, path, first_line_text(line));
     }
 
     /// Takes a server probe's result; remembers when the server was last seen generating, which
@@ -441,13 +420,14 @@ impl Run {
     /// Applies what line `text` of log `log` said.
     fn apply(&mut self, log: usize, event: Event<'_>, text: &[u8], now: Seconds) {
         match event {
-            Event::Model(name) => self.model_name = Some(name.to_owned()),
+            Event::Model(name) => self.progress.model_name = Some(name.to_owned()),
             Event::Queued | Event::Unparsed => {}
-            Event::RunComplete => self.complete_said = true,
-            Event::StageDone => self.stage_done = true,
+            Event::RunComplete => self.progress.complete_said = true,
+            Event::StageDone => self.progress.stage_done = true,
             Event::Working => {
-                self.stage_done = false;
-                self.working_at = Some(self.working_at.map_or(now, |at| at.max(now)));
+                self.progress.stage_done = false;
+                self.progress.working_at =
+                    Some(self.progress.working_at.map_or(now, |at| at.max(now)));
             }
             Event::Server(read) => {
                 if let Some(format) = self.logs[log].format {
@@ -457,8 +437,8 @@ impl Run {
             }
             Event::Partition { name, mode } => {
                 // A driver that starts another partition has more to do.
-                self.complete_said = false;
-                self.stage_done = false;
+                self.progress.complete_said = false;
+                self.progress.stage_done = false;
                 self.switch_to(log, name);
                 let p = self.partition_mut(name);
                 p.announce(now);
@@ -479,7 +459,7 @@ impl Run {
                 p.max_tokens = max_tokens.or(p.max_tokens);
             }
             Event::Progress(progress) => {
-                self.stage_done = false;
+                self.progress.stage_done = false;
                 match progress.partition {
                     Some(named) => self.switch_to(log, named),
                     None => {

@@ -33,7 +33,10 @@ fn seed_log_builds_the_partition() {
     let mut run = one_log();
     let lines: Vec<_> = SEED.iter().map(|l| (T0, *l)).collect();
     feed(&mut run, &lines);
-    assert_eq!(run.model_name.as_deref(), Some("/shared/kimi-k2.5-int4"));
+    assert_eq!(
+        run.progress.model_name.as_deref(),
+        Some("/shared/kimi-k2.5-int4")
+    );
     let p = &run.partitions["B1_glaive"];
     assert_eq!(p.mode.as_deref(), Some("SHORT"));
     assert_eq!((p.concurrency, p.max_tokens), (Some(150), Some(10240)));
@@ -267,7 +270,7 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         run: "synth".into(),
         role: crate::run_identity::Role::Driver,
     };
-    configured.identity = Some(label);
+    configured.identity.label = Some(label);
     configured.collectors_on =
         crate::collectors::Collectors::all().with(crate::collectors::Collector::Gpu, false);
     let run = Run::restored(snapshot, &["/logs/inference.log".to_owned()], &configured);
@@ -276,7 +279,7 @@ fn a_restored_run_keeps_what_the_configuration_gives_now() {
         run.plan.deadline.is_some(),
         "the deadline given at this start"
     );
-    assert_eq!(run.identity.as_ref().unwrap().run, "synth");
+    assert_eq!(run.identity.label.as_ref().unwrap().run, "synth");
     assert_eq!(
         run.collectors_on, configured.collectors_on,
         "and its collectors"
@@ -327,7 +330,7 @@ fn a_new_first_line_that_begins_a_run_is_a_new_run() {
             (4.0, "All partitions complete."),
         ],
     );
-    assert!(run.complete_said);
+    assert!(run.progress.complete_said);
     assert!(
         !run.is_new_run(0, b"Model: /models/m1", false),
         "the same header"
@@ -346,8 +349,12 @@ fn a_new_first_line_that_begins_a_run_is_a_new_run() {
     assert!(run.is_new_run(0, b"Model: /models/m2", false));
     assert!(run.is_new_run(0, b"Processing: C1 (LONG)", false));
     run.begin_new_run(0, b"Model: /models/m2", 10.0);
-    assert!(run.partitions.is_empty() && !run.complete_said && run.model_name.is_none());
-    assert_eq!(run.runs_started, 1);
+    assert!(
+        run.partitions.is_empty()
+            && !run.progress.complete_said
+            && run.progress.model_name.is_none()
+    );
+    assert_eq!(run.identity.runs_started, 1);
     assert_eq!(run.logs[0].first_line.as_deref(), Some("Model: /models/m2"));
     assert!(
         !run.is_new_run(0, b"Model: /models/m2", false),
@@ -393,4 +400,62 @@ fn a_snapshot_keeps_the_gpu_time_under_its_own_name() {
     saved.as_object_mut().unwrap().remove("gpu_seconds");
     let run: Run = serde_json::from_value(saved).unwrap();
     assert_eq!(run.gpu_seconds(), 0.0);
+}
+
+#[test]
+fn an_old_snapshot_loads_with_the_identity_grouped() {
+    // Written before the identity was grouped: its fields stay at the snapshot's top level.
+    let old = r#"{"model_name":"m","complete_said":false,"stage_done":false,"working_at":null,"partitions":{},"logs":[],"recent_lines":[],"runs_started":2,"run_started":{"at":5.0,"log":"/l","first_line":"Model: m","previous_id":"a"}}"#;
+    let run: Run = serde_json::from_str(old).unwrap();
+    assert_eq!(run.runs_started(), 2);
+    assert_eq!(
+        run.run_started().as_ref().unwrap().previous_id.as_deref(),
+        Some("a")
+    );
+    let again = serde_json::to_value(&run).unwrap();
+    assert_eq!(again["runs_started"], 2);
+    assert_eq!(again["run_started"]["log"], "/l");
+    assert!(again.get("identity").is_none());
+}
+
+#[test]
+fn an_old_snapshot_loads_with_the_progress_grouped() {
+    // Written before the progress log's facts were grouped: the same keys, in the same order.
+    let mut run = one_log();
+    feed(
+        &mut run,
+        &[(T0, "Model: /models/m1"), (T0, "Processing: B1 (SHORT)")],
+    );
+    let text = serde_json::to_string(&run).unwrap();
+    let keys: Vec<String> = serde_json::from_str::<serde_json::Value>(&text)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let order: Vec<usize> = [
+        "\"model_name\":",
+        "\"complete_said\":",
+        "\"stage_done\":",
+        "\"working_at\":",
+        "\"partitions\":",
+        "\"logs\":",
+        "\"recent_lines\":",
+        "\"server_log\":",
+        "\"gpu_seconds\":",
+        "\"runs_started\":",
+        "\"run_started\":",
+    ]
+    .iter()
+    .map(|k| text.find(k).unwrap_or_else(|| panic!("{k} in {text}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert_eq!(keys.len(), order.len(), "{keys:?}");
+    let old = r#"{"model_name":"m","complete_said":true,"stage_done":false,"working_at":4.0,"partitions":{},"logs":[{"path":"/l","lines":3,"matched":2,"rotations":0,"truncations":0,"oversized":0,"current":null}],"recent_lines":[]}"#;
+    let loaded: Run = serde_json::from_str(old).unwrap();
+    assert_eq!(loaded.model_name().as_deref(), Some("m"));
+    assert!(loaded.complete_said());
+    assert_eq!(loaded.progress.working_at, Some(4.0));
+    assert_eq!(loaded.logs()[0].lines, 3);
 }

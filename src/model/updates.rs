@@ -26,7 +26,7 @@ impl Run {
         discovered: Option<Discovered>,
     ) {
         self.plan = plan;
-        self.identity = identity;
+        self.identity.label = identity;
         self.collectors_on = collectors_on;
         self.discovered = DiscoveryFacts { found: discovered };
     }
@@ -42,7 +42,7 @@ impl Run {
     /// The node's role in the run as the evidence now says it (docs/many-nodes.md#roles): a
     /// driver seen, a server tied to the run. A node with no run label has none to change.
     pub fn set_role(&mut self, role: crate::run_identity::Role) {
-        if let Some(label) = &mut self.identity {
+        if let Some(label) = &mut self.identity.label {
             label.role = role;
         }
     }
@@ -170,7 +170,7 @@ impl Run {
 
     /// The run's id, as the run-id source read it for the run `runs_started` counts.
     pub fn set_run_id(&mut self, id: String, runs_started: u64) {
-        self.run_id = Some((id, runs_started));
+        self.identity.run_id = Some((id, runs_started));
     }
 }
 
