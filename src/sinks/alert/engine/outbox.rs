@@ -251,7 +251,7 @@ pub(super) mod tests {
     use crate::sinks::alert::settings::Delivery;
 
     /// The engine's tests' configuration too.
-    pub(in crate::sinks::alert::engine) fn config(delivery: Option<Delivery>) -> AlertConfig {
+    pub(crate) fn config(delivery: Option<Delivery>) -> AlertConfig {
         let mut rules = Rules::default();
         rules.0.get_mut(&AlertName::GpuMissing).unwrap().enabled = false;
         AlertConfig {
